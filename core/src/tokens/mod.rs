@@ -19,6 +19,7 @@ pub mod budget;
 pub mod classes;
 mod coefficients;
 mod common3;
+pub mod defined_tools;
 #[cfg(feature = "exact")]
 pub mod exact;
 pub mod images;

@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use super::defined_tools::{DefinedTool, UNDOCUMENTED_DEFINED_TOOL_TOKENS, anthropic_defined_tool};
 use super::model::{Family, estimate_text};
 use super::{audio, images};
 
@@ -146,7 +147,10 @@ pub fn estimate_request_body(body: &Value, family: Family) -> RequestEstimate {
 }
 
 /// Estimates the tool definitions array (Anthropic `{name, description, input_schema}` or OpenAI
-/// `{type: function, function: {name, description, parameters}}`).
+/// `{type: function, function: {name, description, parameters}}`). For the Anthropic families,
+/// a tool Anthropic defines (`{"type": "bash_20250124", "name": "bash"}`) costs its documented
+/// figure, or a flat estimate plus its options when none is published
+/// ([`defined_tools`](super::defined_tools)).
 pub fn estimate_tools(tools: &Value, family: Family) -> u64 {
     estimate_tools_c(tools, &TextCounter::estimate(family))
 }
@@ -305,6 +309,15 @@ fn estimate_tools_c(tools: &Value, c: &TextCounter<'_>) -> u64 {
 }
 
 fn estimate_tool_c(tool: &Value, c: &TextCounter<'_>) -> u64 {
+    if !c.family().is_openai() {
+        match anthropic_defined_tool(tool) {
+            Some(DefinedTool::Documented(tokens)) => return tokens,
+            Some(DefinedTool::Undocumented) => {
+                return UNDOCUMENTED_DEFINED_TOOL_TOKENS + estimate_json_c(tool, c);
+            }
+            None => {}
+        }
+    }
     let def = tool.get("function").unwrap_or(tool);
     let mut tokens = 0;
     for key in ["name", "description"] {
@@ -314,8 +327,8 @@ fn estimate_tool_c(tool: &Value, c: &TextCounter<'_>) -> u64 {
     }
     match def.get("input_schema").or_else(|| def.get("parameters")) {
         Some(schema) => tokens += estimate_json_c(schema, c),
-        // Server tools (`{"type": "web_search_20250305", ...}`) are defined by the provider;
-        // count what is sent.
+        // OpenAI's built-in tools (`{"type": "web_search_preview"}`) are defined by the
+        // provider; count what is sent.
         None if def.get("name").is_none() => tokens += estimate_json_c(def, c),
         None => {}
     }
@@ -782,6 +795,25 @@ mod tests {
         let e = estimate_request(None, None, &messages, Family::O200k);
         assert_eq!(e.system, 3 + estimate_text("Be brief.", Family::O200k));
         assert_eq!(e.messages, 3 + estimate_text("Hi", Family::O200k));
+    }
+
+    #[test]
+    fn anthropic_defined_tools_cost_their_definition_not_their_name() {
+        let bash = json!({"type": "bash_20250124", "name": "bash"});
+        let search = json!({"type": "web_search_20250305", "name": "web_search",
+                            "allowed_domains": ["docs.rs", "crates.io"]});
+        for family in [Family::Claude, Family::ClaudeLegacy] {
+            assert_eq!(estimate_tool(&bash, family), 245);
+            let options = estimate_json(&search, family);
+            assert_eq!(estimate_tool(&search, family), 700 + options);
+            let overheads = Overheads::of(family);
+            assert_eq!(
+                estimate_tools(&json!([bash, search]), family),
+                overheads.tools_preamble + 2 * overheads.per_tool + 245 + 700 + options
+            );
+        }
+        // The OpenAI families have no such tools: what is sent is counted.
+        assert!(estimate_tool(&bash, Family::O200k) < 20);
     }
 
     #[test]
