@@ -249,6 +249,8 @@ class MessageStream {
       return null
     }
     if (item.type === 'error') {
+      // A failed request's measurements are final too (what was attempted, received, when).
+      this.#metrics = item.metrics ?? null
       const err = errorOf(item, this.#signal)
       this.#reject(err)
       throw err
@@ -312,7 +314,11 @@ class MessageStream {
     this.#source.abort()
   }
 
-  /** The request's measurements, once the message completed (else null). */
+  /**
+   * The request's measurements once it ended, with its message or with an error (a failed
+   * request's attempts, retries, bytes and timings up to the failure); null before, and after
+   * an abort.
+   */
   get metrics() {
     return this.#metrics
   }

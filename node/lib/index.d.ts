@@ -891,7 +891,10 @@ export declare class MessageStream implements AsyncIterable<StreamEvent> {
   finalMessage(): Promise<any>
   /** Cancels the request. */
   abort(): void
-  /** Measurements, once the message completed. */
+  /**
+   * Measurements, once the request ended: with its message, or with an error (attempts,
+   * retries, bytes and timings up to the failure). Null before, and after an abort.
+   */
   readonly metrics: RequestMetrics | null
   /** The final message once completed, else null. */
   readonly completedMessage: any

@@ -357,7 +357,12 @@ async fn produce_stream(
                 return;
             }
             Err(error) => {
-                sink.send(client_error_item(&error)).await;
+                // The measurements are final once the stream failed (attempts, retries, bytes,
+                // timings up to the failure), as they are after a message: JS keeps them as
+                // the stream's `metrics`.
+                let mut item = json!({"type": "error", "error": error_fields(&error)});
+                item["metrics"] = metrics_json(stream.metrics());
+                sink.send_json(&item).await;
                 return;
             }
         };

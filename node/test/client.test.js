@@ -226,6 +226,31 @@ test('a disconnect mid-stream is a StreamTruncatedError carrying the partial mes
   })
 })
 
+test('a failed stream keeps its metrics: attempts, retries, bytes and timings up to the failure', async () => {
+  const refused = [{ status: 503, body: { text: 'busy' } }, { status: 529, body: { text: 'overloaded' } }]
+  await withServer([...refused, hello({ fault: { kind: 'disconnect_after', bytes: 400 } })], {}, async (client) => {
+    const stream = client.stream(request)
+    assert.equal(stream.metrics, null, 'nothing before the end')
+    const err = await failure(stream.message())
+    assert.equal(err.code, 'stream_truncated')
+    const metrics = stream.metrics
+    assert.notEqual(metrics, null)
+    assert.equal(metrics.attempts, 3)
+    assert.equal(metrics.retries, 2)
+    assert.ok(metrics.events >= 1 && metrics.bytesReceived >= 400, JSON.stringify(metrics))
+    assert.equal(typeof metrics.totalMs, 'number')
+    assert.equal(typeof metrics.timeToFirstEventMs, 'number')
+    assert.ok(metrics.usage.input_tokens > 0, 'the usage received before the break')
+  })
+  await withServer([{ status: 400, body: errorBody('invalid_request_error', 'no') }], {}, async (client) => {
+    const stream = client.stream(request)
+    assert.equal((await failure(stream.message())).status, 400)
+    assert.equal(stream.metrics.attempts, 1)
+    assert.equal(stream.metrics.events, 0)
+    assert.equal(stream.metrics.timeToFirstEventMs, null)
+  })
+})
+
 test('a stall mid-stream trips the idle watchdog; a stall before any event is a TimeoutError', async () => {
   const timeouts = { idleMs: 200, firstEventMs: 200 }
   await withServer([hello({ fault: { kind: 'stall_after', bytes: 400, ms: 10000 } })], { maxRetries: 0, timeouts }, async (client) => {

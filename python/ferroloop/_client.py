@@ -40,6 +40,7 @@ class MessageStream(BatchedEvents[StreamEvent]):
 
     def __init__(self, native: _native._ClientStream) -> None:
         super().__init__(native)
+        self._client_stream = native
         self._message: Optional[dict[str, Any]] = None
         self._metrics: Optional[RequestMetrics] = None
 
@@ -57,12 +58,17 @@ class MessageStream(BatchedEvents[StreamEvent]):
 
     @property
     def metrics(self) -> Optional[RequestMetrics]:
-        """The request's measurements once the stream has ended: ``request_id``, ``attempts``,
+        """The request's measurements once the stream has ended, with its message or with the
+        error it raised (a failed request's attempts, retries, bytes and timings up to the
+        failure; ``None`` before, and after ``aclose()``): ``request_id``, ``attempts``,
         ``retries`` (the ``retry`` events, as the stream yielded them), ``http_version``,
         ``time_to_headers``, ``time_to_first_event``, ``time_to_first_token``, ``total``
         (durations in seconds from the start of the request, ``None`` when not reached),
         ``bytes_received``, ``events`` (how many) and ``usage`` (the provider's final usage, or
         ``None``): a ``RequestMetrics``."""
+        if self._metrics is None:
+            failed: Optional[RequestMetrics] = self._client_stream.failure_metrics
+            return failed
         return self._metrics
 
     async def until_done(self) -> dict[str, Any]:

@@ -235,6 +235,7 @@ impl PyClient {
             Ok(PyClientStream {
                 state: Arc::new(tokio::sync::Mutex::new(receiver)),
                 pending_error: Arc::new(Mutex::new(None)),
+                failure_metrics: Arc::new(Mutex::new(None)),
                 task: Mutex::new(Some(task)),
                 bridge,
             })
@@ -301,8 +302,12 @@ enum Pumped {
     Item(MessageItem),
     /// The final message and the request's measurements (always the last item).
     Done(Value, Box<RequestMetrics>),
-    Failed(ClientError),
+    /// The request's error and its measurements up to the failure (always the last item).
+    Failed(Failure),
 }
+
+/// A failed request: its error and its final measurements.
+type Failure = Box<(ClientError, RequestMetrics)>;
 
 /// Drives one streaming request on the runtime, sending its items to the consumer; stops
 /// when the consumer goes away (the request is then aborted with the stream).
@@ -314,7 +319,7 @@ async fn pump(client: Arc<Client>, body: Vec<u8>, betas: Vec<String>, items: mps
                 Pumped::Done(message, Box::new(stream.metrics().clone()))
             }
             Ok(item) => Pumped::Item(item),
-            Err(err) => Pumped::Failed(err),
+            Err(err) => Pumped::Failed(Box::new((err, stream.metrics().clone()))),
         };
         let last = !matches!(pumped, Pumped::Item(_));
         if items.send(pumped).await.is_err() || last {
@@ -328,7 +333,9 @@ async fn pump(client: Arc<Client>, body: Vec<u8>, betas: Vec<String>, items: mps
 pub(crate) struct PyClientStream {
     state: Arc<tokio::sync::Mutex<mpsc::Receiver<Pumped>>>,
     /// An error that followed events of the last batch: raised by the next call.
-    pending_error: Arc<Mutex<Option<ClientError>>>,
+    pending_error: Arc<Mutex<Option<Failure>>>,
+    /// The measurements of a failed request, once its error was raised.
+    failure_metrics: Arc<Mutex<Option<RequestMetrics>>>,
     task: Mutex<Option<AbortOnDrop<()>>>,
     bridge: Arc<crate::bridge::LoopBridge>,
 }
@@ -343,6 +350,7 @@ impl PyClientStream {
             let state = Arc::clone(&self.state);
             let pending = Arc::clone(&self.pending_error);
             let stash = Arc::clone(&self.pending_error);
+            let failure_metrics = Arc::clone(&self.failure_metrics);
             into_awaitable(
                 py,
                 &self.bridge,
@@ -351,8 +359,8 @@ impl PyClientStream {
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .take();
-                    if let Some(err) = stashed {
-                        return Ok(vec![Pumped::Failed(err)]);
+                    if let Some(failure) = stashed {
+                        return Ok(vec![Pumped::Failed(failure)]);
                     }
                     let mut receiver = state.lock().await;
                     let mut batch = Vec::new();
@@ -368,8 +376,24 @@ impl PyClientStream {
                     }
                     Ok(batch)
                 },
-                move |py, batch| convert_batch(py, batch, &stash),
+                move |py, batch| convert_batch(py, batch, &stash, &failure_metrics),
             )
+        })
+    }
+
+    /// The measurements of a request that failed, once its error was raised (`None` before,
+    /// and when it did not fail).
+    #[getter]
+    fn failure_metrics(&self, py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
+        shield(py, "ClientStream.failure_metrics", || {
+            let metrics = self
+                .failure_metrics
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            metrics
+                .as_ref()
+                .map(|metrics| Ok(metrics_to_py(py, metrics)?.unbind()))
+                .transpose()
         })
     }
 
@@ -390,11 +414,13 @@ impl PyClientStream {
 }
 
 /// A batch as `(events, message, metrics)`, `None` for the end of the stream, or the error.
-/// An error behind events is stashed in `stash` for the next call.
+/// An error behind events is stashed in `stash` for the next call; a failure's measurements go
+/// to `failure_metrics` when its error is raised.
 fn convert_batch(
     py: Python<'_>,
     batch: Vec<Pumped>,
-    stash: &Mutex<Option<ClientError>>,
+    stash: &Mutex<Option<Failure>>,
+    failure_metrics: &Mutex<Option<RequestMetrics>>,
 ) -> PyResult<Py<PyAny>> {
     if batch.is_empty() {
         return Ok(py.None());
@@ -421,11 +447,15 @@ fn convert_batch(
                 message = to_py(py, &value)?.unbind();
                 metrics = metrics_to_py(py, &measured)?.into_any().unbind();
             }
-            Pumped::Failed(err) => {
+            Pumped::Failed(failure) => {
                 if events.is_empty() {
+                    let (err, metrics) = *failure;
+                    *failure_metrics
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(metrics);
                     return Err(client_error(py, &err));
                 }
-                *stash.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
+                *stash.lock().unwrap_or_else(PoisonError::into_inner) = Some(failure);
                 break;
             }
         }

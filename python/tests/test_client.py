@@ -354,6 +354,48 @@ async def test_a_stall_mid_stream_truncates_with_the_partial_message(replay: Rep
 
 
 @pytest.mark.asyncio
+async def test_a_failed_stream_keeps_its_measurements(replay: Replay) -> None:
+    # Two refused attempts, then a stream cut after its first bytes: what was attempted and
+    # received stays readable, as after a message (C's metrics and Node's say the same).
+    cut = fixture_bytes("anthropic/basic_response").index(b"event: content_block_delta")
+    server = replay(
+        {
+            "responses": [
+                {"status": 503, "body": {"text": "busy"}},
+                {"status": 529, "body": {"text": "overloaded"}},
+                {"body": BASIC, "fault": {"kind": "disconnect_after", "bytes": cut}},
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        stream = client.stream(**REQUEST)
+        assert stream.metrics is None
+        with pytest.raises(ferroloop.StreamTruncatedError):
+            await collect(stream)
+    metrics = stream.metrics
+    assert metrics is not None
+    assert metrics["attempts"] == 3
+    assert [(r["attempt"], r["status"]) for r in metrics["retries"]] == [(2, 503), (3, 529)]
+    assert metrics["events"] >= 2 and metrics["bytes_received"] >= cut
+    assert metrics["total"] is not None and metrics["time_to_first_event"] is not None
+    assert metrics["usage"] is not None and metrics["usage"]["input_tokens"] > 0
+    assert stream.message() is None
+
+
+@pytest.mark.asyncio
+async def test_a_refused_stream_keeps_its_measurements(replay: Replay) -> None:
+    server = replay({"responses": [{"status": 400, "body": {"json": {"type": "error", "error": {"type": "invalid_request_error", "message": "no"}}}}]})
+    async with client_for(server) as client:
+        stream = client.stream(**REQUEST)
+        with pytest.raises(ferroloop.InvalidRequestError):
+            await collect(stream)
+    metrics = stream.metrics
+    assert metrics is not None
+    assert metrics["attempts"] == 1 and metrics["retries"] == [] and metrics["events"] == 0
+    assert metrics["time_to_first_event"] is None and metrics["total"] is not None
+
+
+@pytest.mark.asyncio
 async def test_a_disconnect_mid_stream_truncates_with_the_partial_message(replay: Replay) -> None:
     cut = fixture_bytes("anthropic/tool_use_response").index(b"event: content_block_start", 400)
     server = replay({"responses": [{"body": TOOL_USE, "fault": {"kind": "disconnect_after", "bytes": cut}}]})
