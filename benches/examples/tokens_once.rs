@@ -41,6 +41,7 @@ fn main() {
             "portable" => count_classes_with(corpus.as_bytes(), Kernel::Portable).newlines,
             "avx2" => count_classes_with(corpus.as_bytes(), Kernel::Avx2).newlines,
             "avx512" => count_classes_with(corpus.as_bytes(), Kernel::Avx512).newlines,
+            "portable-ascii" => count_classes_with(ascii.as_bytes(), Kernel::Portable).newlines,
             "avx2-ascii" => count_classes_with(ascii.as_bytes(), Kernel::Avx2).newlines,
             "avx512-ascii" => count_classes_with(ascii.as_bytes(), Kernel::Avx512).newlines,
             "check" => {

@@ -576,54 +576,197 @@ impl HighRuns {
     }
 }
 
-// Flag bits of the portable path's lookup table (the run masks and multibyte masks).
-const F_LOWER: u8 = 1 << 0;
-const F_UPPER: u8 = 1 << 1;
-const F_DIGIT: u8 = 1 << 2;
-const F_SPACE: u8 = 1 << 3;
-const F_PUNCT: u8 = 1 << 4;
-const F_HIGH: u8 = 1 << 5;
-const F_D1: u8 = 1 << 6;
-const F_EAST_ASIAN: u8 = 1 << 7;
+// Flag bits of the portable kernel's first table: the run masks.
+const A_LOWER: u8 = 1 << 0;
+const A_UPPER: u8 = 1 << 1;
+const A_DIGIT: u8 = 1 << 2;
+const A_SPACE: u8 = 1 << 3;
+const A_PUNCT: u8 = 1 << 4;
+const A_HIGH: u8 = 1 << 5;
+const A_VOWEL: u8 = 1 << 6;
+const A_T: u8 = 1 << 7;
+// Flag bits of its second table: the multibyte masks and the per-byte classes the first has
+// no room for.
+const B_D1: u8 = 1 << 0;
+const B_CONT_9X: u8 = 1 << 1;
+const B_D0: u8 = 1 << 2;
+const B_CONT_UPPER: u8 = 1 << 3;
+const B_EAST_ASIAN: u8 = 1 << 4;
+const B_JSON: u8 = 1 << 5;
+const B_RARE: u8 = 1 << 6;
+const B_H: u8 = 1 << 7;
 
-const fn flags_of(b: u8) -> u8 {
+const fn run_flags(b: u8) -> u8 {
     let mut f = 0;
     if in_byte_class(b, byte_class::LOWER) {
-        f |= F_LOWER;
+        f |= A_LOWER;
     }
     if in_byte_class(b, byte_class::UPPER) {
-        f |= F_UPPER;
+        f |= A_UPPER;
     }
     if in_byte_class(b, byte_class::DIGIT) {
-        f |= F_DIGIT;
+        f |= A_DIGIT;
     }
     if in_byte_class(b, byte_class::SPACE) {
-        f |= F_SPACE;
+        f |= A_SPACE;
     }
     if b < 0x80 && f == 0 && b != b'\n' {
-        f |= F_PUNCT;
+        f |= A_PUNCT;
     }
     if b >= 0x80 {
-        f |= F_HIGH;
+        f |= A_HIGH;
     }
-    if b == 0xD1 {
-        f |= F_D1;
+    if is_vowel(b) {
+        f |= A_VOWEL;
     }
-    if is_east_asian_lead(b) {
-        f |= F_EAST_ASIAN;
+    if b | 0x20 == b't' {
+        f |= A_T;
     }
     f
 }
 
-static FLAGS: [u8; 256] = {
-    let mut t = [0u8; 256];
+const fn other_flags(b: u8) -> u8 {
+    let mut f = 0;
+    if b == 0xD1 {
+        f |= B_D1;
+    }
+    if b >= 0x90 && b <= 0x9F {
+        f |= B_CONT_9X;
+    }
+    if b == 0xD0 {
+        f |= B_D0;
+    }
+    if b >= 0x80 && b <= 0xAF {
+        f |= B_CONT_UPPER;
+    }
+    if is_east_asian_lead(b) {
+        f |= B_EAST_ASIAN;
+    }
+    if in_byte_class(b, byte_class::JSON) {
+        f |= B_JSON;
+    }
+    if in_byte_class(b, byte_class::RARE_LETTER) {
+        f |= B_RARE;
+    }
+    if b == b'h' {
+        f |= B_H;
+    }
+    f
+}
+
+/// The flags of every byte value: `[run_flags(b), other_flags(b)]`.
+const fn byte_tables() -> [[u8; 256]; 2] {
+    let mut t = [[0u8; 256]; 2];
     let mut i = 0;
     while i < 256 {
-        t[i] = flags_of(i as u8);
+        t[0][i] = run_flags(i as u8);
+        t[1][i] = other_flags(i as u8);
         i += 1;
     }
     t
-};
+}
+
+static FLAG_TABLES: [[u8; 256]; 2] = byte_tables();
+static RUN_FLAGS: &[u8; 256] = &FLAG_TABLES[0];
+static OTHER_FLAGS: &[u8; 256] = &FLAG_TABLES[1];
+
+/// The flag bytes of a 64-byte block (`block` may be shorter: the rest is zero).
+#[inline(always)]
+fn block_flags(block: &[u8], table: &[u8; 256]) -> [u8; 64] {
+    let mut flags = [0u8; 64];
+    for (flag, &b) in flags.iter_mut().zip(block) {
+        *flag = table[usize::from(b)];
+    }
+    flags
+}
+
+/// [`run_flags`] and [`other_flags`] of a whole block, computed with byte arithmetic the
+/// compiler vectorizes (sixteen bytes an instruction with SSE2 or NEON) instead of two table
+/// loads and stores per byte.
+#[inline(always)]
+fn block_flags_computed(block: &[u8; 64]) -> [[u8; 64]; 2] {
+    let mut flags = [[0u8; 64]; 2];
+    for (i, &b) in block.iter().enumerate() {
+        let is = |c: bool, bit: u8| if c { bit } else { 0 };
+        let folded = b | 0x20;
+        let lower = b.wrapping_sub(b'a') < 26;
+        let upper = b.wrapping_sub(b'A') < 26;
+        let digit = b.wrapping_sub(b'0') < 10;
+        let space = b == b' ' || b == b'\t' || b == b'\r';
+        let high = b >= 0x80;
+        let punct = !(lower || upper || digit || space || high || b == b'\n');
+        let vowel = folded == b'a'
+            || folded == b'e'
+            || folded == b'i'
+            || folded == b'o'
+            || folded == b'u'
+            || folded == b'y';
+        flags[0][i] = is(lower, A_LOWER)
+            | is(upper, A_UPPER)
+            | is(digit, A_DIGIT)
+            | is(space, A_SPACE)
+            | is(punct, A_PUNCT)
+            | is(high, A_HIGH)
+            | is(vowel, A_VOWEL)
+            | is(folded == b't', A_T);
+        let json =
+            b == b'{' || b == b'}' || b == b'[' || b == b']' || b == b'"' || b == b':' || b == b',';
+        let rare = folded == b'k' || folded == b'v' || folded == b'z' || folded == b'q';
+        flags[1][i] = is(b == 0xD1, B_D1)
+            | is(b.wrapping_sub(0x90) < 0x10, B_CONT_9X)
+            | is(b == 0xD0, B_D0)
+            | is(b.wrapping_sub(0x80) < 0x30, B_CONT_UPPER)
+            | is(b.wrapping_sub(0xE3) < 0x0B, B_EAST_ASIAN)
+            | is(json, B_JSON)
+            | is(rare && (lower || upper), B_RARE)
+            | is(b == b'h', B_H);
+    }
+    flags
+}
+
+/// The bit planes of 64 flag bytes: bit `i` of `planes[k]` is bit `k` of `flags[i]`.
+///
+/// Building eight masks a bit at a time costs a shift, a test and an OR per flag and byte (the
+/// portable kernel's time, before: 86 MiB/s). As a 64 × 8 bit-matrix transpose it is an 8 × 8
+/// bit transpose within each word (three delta swaps, Hacker's Delight 7–3) and an 8 × 8 byte
+/// transpose across the words (three rounds of half swaps): about 220 word operations for all
+/// eight masks of a block.
+#[inline(always)]
+fn bit_planes(flags: &[u8; 64]) -> [u64; 8] {
+    let (words, _) = flags.as_chunks::<8>();
+    let mut w = [0u64; 8];
+    for (word, bytes) in w.iter_mut().zip(words) {
+        let mut x = u64::from_le_bytes(*bytes);
+        // Byte `m` is row `m`, bit `k` column `k`; afterwards byte `k` holds column `k`.
+        let t = (x ^ (x >> 7)) & 0x00AA_00AA_00AA_00AA;
+        x ^= t ^ (t << 7);
+        let t = (x ^ (x >> 14)) & 0x0000_CCCC_0000_CCCC;
+        x ^= t ^ (t << 14);
+        let t = (x ^ (x >> 28)) & 0x0000_0000_F0F0_F0F0;
+        x ^= t ^ (t << 28);
+        *word = x;
+    }
+    // Byte `k` of word `j` now holds plane `k` of bytes `8j..8j + 8`: transpose the bytes.
+    swap_halves::<4>(&mut w, 0x0000_0000_FFFF_FFFF);
+    swap_halves::<2>(&mut w, 0x0000_FFFF_0000_FFFF);
+    swap_halves::<1>(&mut w, 0x00FF_00FF_00FF_00FF);
+    w
+}
+
+/// One round of the byte transpose: words `j` and `j + STEP` (bit `STEP` of `j` clear) swap
+/// the `STEP`-byte fields `low` does not select in `j` with the ones it selects in `j + STEP`.
+/// (A constant step, so that every shift is by a constant.)
+#[inline(always)]
+fn swap_halves<const STEP: usize>(w: &mut [u64; 8], low: u64) {
+    let shift = 8 * STEP as u32;
+    for j in 0..8 {
+        if j & STEP == 0 {
+            let (a, b) = (w[j], w[j + STEP]);
+            w[j] = (a & low) | ((b & low) << shift);
+            w[j + STEP] = ((a >> shift) & low) | (b & !low);
+        }
+    }
+}
 
 /// Which kernel to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -683,42 +826,64 @@ fn avx512_supported() -> bool {
 /// Portable kernel: a byte histogram for the per-byte classes, a table lookup per byte for the
 /// run masks.
 fn count_portable(bytes: &[u8]) -> ClassCounts {
+    use byte_class::*;
+    // The high bytes' classes come from a histogram of the blocks that have some; the ASCII
+    // ones from the masks.
     let mut histogram = [0u64; 256];
+    let mut totals = [0u64; byte_class::COUNT];
     let mut runs = Runs::default();
     let mut high_runs = HighRuns::default();
     for (index, block) in bytes.chunks(64).enumerate() {
-        let mut m = RunMasks::default();
-        let mut h = HighMasks::default();
-        for (i, &b) in block.iter().enumerate() {
-            histogram[usize::from(b)] += 1;
-            let f = FLAGS[usize::from(b)];
-            let bit = |flag: u8| u64::from(f & flag != 0) << i;
-            m.lower |= bit(F_LOWER);
-            m.upper |= bit(F_UPPER);
-            m.digit |= bit(F_DIGIT);
-            m.space |= bit(F_SPACE);
-            m.punct |= bit(F_PUNCT);
-            m.high |= bit(F_HIGH);
-            h.d1 |= bit(F_D1);
-            h.east_asian |= bit(F_EAST_ASIAN);
-            m.vowel |= u64::from(is_vowel(b)) << i;
-            m.t |= u64::from(b | 0x20 == b't') << i;
-            m.h |= u64::from(b == b'h') << i;
-            h.cont_9x |= u64::from((0x90..=0x9F).contains(&b)) << i;
-            h.d0 |= u64::from(b == 0xD0) << i;
-            h.cont_upper |= u64::from((0x80..=0xAF).contains(&b)) << i;
-        }
+        // Past the text's end the flags are zero.
+        let [run, other] = match <&[u8; 64]>::try_from(block) {
+            Ok(full) => block_flags_computed(full),
+            Err(_) => [
+                block_flags(block, RUN_FLAGS),
+                block_flags(block, OTHER_FLAGS),
+            ],
+        };
+        let [lower, upper, digit, space, punct, high, vowel, t] = bit_planes(&run);
+        let [d1, cont_9x, d0, cont_upper, east_asian, json, rare, h] = bit_planes(&other);
+        let pop = |x: u64| u64::from(x.count_ones());
+        totals[LOWER] += pop(lower);
+        totals[UPPER] += pop(upper);
+        totals[DIGIT] += pop(digit);
+        totals[SPACE] += pop(space);
+        totals[JSON] += pop(json);
+        totals[RARE_LETTER] += pop(rare);
+        totals[HIGH] += pop(high);
+        totals[NEWLINE] += block.len() as u64 - pop(lower | upper | digit | space | punct | high);
+        let m = RunMasks {
+            lower,
+            upper,
+            digit,
+            space,
+            punct,
+            high,
+            vowel,
+            t,
+            h,
+        };
         runs.block::<PortablePop>(m);
-        if m.high != 0 {
+        if high != 0 {
+            for &b in block {
+                histogram[usize::from(b)] += 1;
+            }
+            let h = HighMasks {
+                d1,
+                cont_9x,
+                d0,
+                cont_upper,
+                east_asian,
+            };
             high_runs.block::<PortablePop>(h, bytes, index);
         }
     }
-    let mut totals = [0u64; byte_class::COUNT];
-    for (b, &n) in histogram.iter().enumerate() {
+    for (b, &n) in histogram.iter().enumerate().skip(0x80) {
         if n == 0 {
             continue;
         }
-        for (class, total) in totals.iter_mut().enumerate() {
+        for (class, total) in totals.iter_mut().enumerate().skip(GE_C0) {
             if in_byte_class(b as u8, class) {
                 *total += n;
             }
@@ -1452,6 +1617,33 @@ mod tests {
             assert_eq!(count_classes_with(bytes, kernel), expected, "{kernel:?}");
         }
         assert_eq!(count_classes(bytes), expected);
+    }
+
+    #[test]
+    fn bit_planes_transpose_flag_bytes() {
+        // Every flag byte value at every position, in 256 rotations.
+        for rotation in 0..256usize {
+            let flags: [u8; 64] = std::array::from_fn(|i| (i * 37 + rotation * 11) as u8);
+            let planes = bit_planes(&flags);
+            for (k, &plane) in planes.iter().enumerate() {
+                let expected = flags
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |m, (i, &f)| m | (u64::from(f >> k & 1) << i));
+                assert_eq!(plane, expected, "plane {k}, rotation {rotation}");
+            }
+        }
+    }
+
+    #[test]
+    fn computed_flags_equal_the_tables() {
+        let block: [u8; 64] = std::array::from_fn(|i| i as u8);
+        for offset in (0..256).step_by(64) {
+            let bytes: [u8; 64] = std::array::from_fn(|i| block[i].wrapping_add(offset as u8));
+            let [run, other] = block_flags_computed(&bytes);
+            assert_eq!(run, block_flags(&bytes, RUN_FLAGS));
+            assert_eq!(other, block_flags(&bytes, OTHER_FLAGS));
+        }
     }
 
     #[test]
