@@ -7,7 +7,8 @@
 //! 64-bit masks (bit `i` set when byte `i` is in a class) and count with popcounts, carrying the
 //! previous block's masks across block boundaries for the run and transition features (word
 //! starts, case changes, long runs, consonant clusters, ...). The portable kernel builds the
-//! masks with a lookup table per byte and counts them in `Runs::block`; the AVX2 kernel builds
+//! masks as a bit transpose of per-byte flag bytes (computed with byte arithmetic the compiler
+//! vectorizes) and counts them in `Runs::block`; the AVX2 kernel builds
 //! them with vector compares and `vpmovmskb` and counts them in its own tuned copy of that
 //! arithmetic (run lengths as chains of `shld` steps that carry each step's previous mask). The
 //! AVX-512 kernel (`avx512.rs`) keeps the classes bit-sliced in class bytes instead and counts
@@ -16,8 +17,8 @@
 //! Non-ASCII work (UTF-8 leads by script, Cyrillic letter pairs, rare ideographs, the scripts of
 //! `other2`/`other3` characters: `scripts.rs`) is done only
 //! for blocks that contain a byte `>= 0x80`: the vector kernels mark those blocks and visit them
-//! after each group of 64 blocks; the portable kernel takes the script leads from a byte
-//! histogram. All kernels give identical counts; tests and the fuzz target check that against a
+//! after each group of 64 blocks; the portable kernel counts lead bytes by range with a byte
+//! histogram of those blocks. All kernels give identical counts; tests and the fuzz target check that against a
 //! byte-at-a-time reference.
 
 use std::sync::OnceLock;
@@ -771,7 +772,8 @@ fn swap_halves<const STEP: usize>(w: &mut [u64; 8], low: u64) {
 /// Which kernel to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// The portable path: a byte histogram and a lookup table (every target).
+    /// The portable path: per-byte flags transposed into masks, plain Rust (every target; the
+    /// kernel of aarch64).
     Portable,
     /// AVX2 vector compares and counters, POPCNT (x86_64 with AVX2, detected at run time).
     Avx2,
@@ -823,8 +825,9 @@ fn avx512_supported() -> bool {
         && std::arch::is_x86_feature_detected!("popcnt")
 }
 
-/// Portable kernel: a byte histogram for the per-byte classes, a table lookup per byte for the
-/// run masks.
+/// Portable kernel: per block, two flag bytes per byte ([`block_flags_computed`]) transposed
+/// into sixteen masks ([`bit_planes`]), popcounts of the masks for the ASCII classes, and a byte
+/// histogram of the blocks with non-ASCII bytes for the lead-byte ranges.
 fn count_portable(bytes: &[u8]) -> ClassCounts {
     use byte_class::*;
     // The high bytes' classes come from a histogram of the blocks that have some; the ASCII
