@@ -160,7 +160,12 @@ async def s_client(method: str) -> Call:
 
 async def s_client_stream(method: str) -> Call:
     stream = client().stream(model="m", messages=[])
-    calls: dict[str, Call] = {"next_batch": stream._native.next_batch, "close": stream._native.close}
+    native = stream._client_stream
+    calls: dict[str, Call] = {
+        "next_batch": native.next_batch,
+        "close": native.close,
+        "failure_metrics": lambda: native.failure_metrics,
+    }
     return calls[method]
 
 
@@ -208,7 +213,7 @@ ENTRY_POINTS: dict[str, Setup] = {
     **{f"ToolExecutor.{m}": bind(s_executor, m) for m in ["__init__", "register", "run", "turn"]},
     **{f"Turn.{m}": bind(s_turn, m) for m in ["submit", "seal", "cancel", "discard", "next_event", "finish"]},
     **{f"Client.{m}": bind(s_client, m) for m in ["__init__", "close", "stream", "create"]},
-    **{f"ClientStream.{m}": bind(s_client_stream, m) for m in ["next_batch", "close"]},
+    **{f"ClientStream.{m}": bind(s_client_stream, m) for m in ["next_batch", "close", "failure_metrics"]},
     **{f"Agent.{m}": bind(s_agent, m) for m in ["__init__", "tool_definitions", "run"]},
     **{f"AgentRun.{m}": bind(s_agent_run, m) for m in ["next_batch", "cancel", "close"]},
 }
