@@ -75,16 +75,32 @@ impl LineEndFinder {
     }
 }
 
-/// The portable search: `memchr2`, then the first non-ASCII byte before the line end.
+/// The portable search: `memchr2`, then where the first non-ASCII byte before the line end may
+/// be.
 fn scan_portable(haystack: &[u8]) -> LineScan {
     let end = memchr::memchr2(b'\r', b'\n', haystack).unwrap_or(haystack.len());
     let before = haystack.get(..end).unwrap_or(haystack);
     LineScan {
         end,
-        first_high: before
-            .iter()
-            .position(|b| !b.is_ascii())
-            .unwrap_or(LineScan::ASCII),
+        first_high: first_high_word(before),
+    }
+}
+
+/// The offset of the first non-ASCII byte of `bytes`, or `LineScan::ASCII`, eight bytes at a
+/// time (a byte loop here cost as much as the `memchr2` before it, once per line).
+fn first_high_word(bytes: &[u8]) -> usize {
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    let (words, tail) = bytes.as_chunks::<8>();
+    for (i, word) in words.iter().enumerate() {
+        let high = u64::from_le_bytes(*word) & HIGH_BITS;
+        if high != 0 {
+            // Little-endian: byte `j` of the word is bits `8j..8j + 8`.
+            return 8 * i + (high.trailing_zeros() / 8) as usize;
+        }
+    }
+    match tail.iter().position(|b| !b.is_ascii()) {
+        Some(offset) => 8 * words.len() + offset,
+        None => LineScan::ASCII,
     }
 }
 
