@@ -165,7 +165,12 @@ pub fn metrics_json(metrics: &RequestMetrics) -> Value {
 /// The error item of a failed request: `{"type": "error", "error": fields}`, the fields being
 /// `error_fields`'s.
 pub fn client_error_item(error: &ClientError) -> String {
-    json!({"type": "error", "error": error_fields(error)}).to_string()
+    client_error_value(error).to_string()
+}
+
+/// [`client_error_item`] as a JSON value, for an item that carries more (a stream's metrics).
+fn client_error_value(error: &ClientError) -> Value {
+    json!({"type": "error", "error": error_fields(error)})
 }
 
 /// The fields of `error` as JS sees them: the code, message, status and request id, plus
@@ -360,7 +365,7 @@ async fn produce_stream(
                 // The measurements are final once the stream failed (attempts, retries, bytes,
                 // timings up to the failure), as they are after a message: JS keeps them as
                 // the stream's `metrics`.
-                let mut item = json!({"type": "error", "error": error_fields(&error)});
+                let mut item = client_error_value(&error);
                 item["metrics"] = metrics_json(stream.metrics());
                 sink.send_json(&item).await;
                 return;
