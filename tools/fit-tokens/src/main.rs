@@ -160,24 +160,37 @@ impl Fam {
     /// smaller total excess over 10% (BENCHMARKS.md, "Session 35"). `claude`, the default
     /// family, keeps the weight it was calibrated with: its margin over the exact counts is what
     /// keeps requests to current Claude models under their limit.
-    fn under_weight(self) -> f64 {
+    fn under_weight(self) -> Result<f64> {
         let chosen = match self {
             Fam::O200k => 6.0,
             Fam::Cl100k => 3.0,
             Fam::Legacy => 6.0,
             Fam::Claude => 8.0,
         };
-        self.setting("FIT_UNDER_WEIGHT")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(chosen)
+        Ok(match self.setting("FIT_UNDER_WEIGHT")?.as_deref() {
+            Some([weight]) => *weight,
+            Some(_) => bail!("FIT_UNDER_WEIGHT takes one number"),
+            None => chosen,
+        })
     }
 
-    /// The environment's `<name>_<FAMILY>` (`FIT_BAND_CLAUDE_LEGACY`, ...), else its `<name>`
-    /// (every family).
-    fn setting(self, name: &str) -> Option<String> {
-        std::env::var(format!("{name}_{}", self.konst()))
-            .or_else(|_| std::env::var(name))
-            .ok()
+    /// The numbers of the environment's `<name>_<FAMILY>` (`FIT_BAND_CLAUDE_LEGACY`, ...), else
+    /// of its `<name>` (every family), separated by commas; an error when one is not a number
+    /// (a mistyped setting would otherwise fit with the default and look like a result).
+    fn setting(self, name: &str) -> Result<Option<Vec<f64>>> {
+        let family_name = format!("{name}_{}", self.konst());
+        let Some((key, value)) = [family_name.as_str(), name]
+            .into_iter()
+            .find_map(|key| std::env::var(key).ok().map(|value| (key, value)))
+        else {
+            return Ok(None);
+        };
+        let numbers = value
+            .split(',')
+            .map(|part| part.trim().parse::<f64>())
+            .collect::<Result<Vec<f64>, _>>()
+            .with_context(|| format!("{key}={value}: not a comma-separated list of numbers"))?;
+        Ok(Some(numbers))
     }
 
     /// The family's objective: its [`under_weight`](Self::under_weight) and no band, unless the
@@ -188,21 +201,18 @@ impl Fam {
     /// cross-validation inside the training half put one more document below 0.85 in `cl100k`
     /// and `claude-legacy` with every band tried, and in `o200k` traded one category just over
     /// 10% P90 for larger excesses in two others.
-    fn objective(self) -> fit::Objective {
-        let parts: Vec<f64> = self
-            .setting("FIT_BAND")
-            .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-            .unwrap_or_default();
-        let (low, high, weight) = match parts[..] {
-            [low, high, weight] => (low, high, weight),
+    fn objective(self) -> Result<fit::Objective> {
+        let (low, high, weight) = match self.setting("FIT_BAND")?.as_deref() {
+            Some(&[low, high, weight]) => (low, high, weight),
+            Some(_) => bail!("FIT_BAND takes three numbers: low,high,weight"),
             // No band: a weight of 1 everywhere.
-            _ => (1.0, 1.0, 1.0),
+            None => (1.0, 1.0, 1.0),
         };
-        fit::Objective {
-            under_weight: self.under_weight(),
+        Ok(fit::Objective {
+            under_weight: self.under_weight()?,
             band: (low, high),
             band_weight: weight,
-        }
+        })
     }
 
     /// What the family is fitted to.
@@ -351,7 +361,7 @@ fn main() -> Result<()> {
                 category: c.doc.category,
             })
             .collect();
-        let objective = fam.objective();
+        let objective = fam.objective()?;
         let floor_ratio = env_f64("FIT_FLOOR_RATIO", FLOOR_RATIO);
         let signed: Vec<bool> = (0..INPUT_COUNT).map(input_is_signed).collect();
         let folds = env_f64("FIT_CV", 0.0) as usize;
