@@ -1108,7 +1108,9 @@ fn push_all(decoder: &mut AnthropicDecoder, events: &[(String, Value)]) {
 
 /// Half of a surrogate pair escaped alone (`"\ud83d"`: what `JSON.stringify` writes for a
 /// string cut inside an emoji, which a JavaScript gateway re-chunking text by UTF-16 index
-/// sends) becomes U+FFFD, in text, thinking and tool input; the stream goes on.
+/// sends) becomes U+FFFD, in text, thinking and tool input, unless the block's next delta
+/// starts with the other half (see `a_character_split_between_two_deltas_is_joined`); the
+/// stream goes on.
 #[test]
 fn a_lone_surrogate_escape_in_a_delta_becomes_a_replacement_character() {
     let mut decoder = AnthropicDecoder::new();
@@ -1162,8 +1164,201 @@ fn a_lone_surrogate_escape_in_a_delta_becomes_a_replacement_character() {
     );
     let message = decoder.finish().unwrap();
     assert_eq!(message["content"][0]["thinking"], "hm \u{fffd}");
-    assert_eq!(message["content"][1]["text"], "Hi \u{fffd}\u{fffd} there");
+    assert_eq!(message["content"][1]["text"], "Hi \u{1F600} there");
     assert_eq!(message["content"][2]["input"], json!({"s": "a\u{fffd}"}));
+}
+
+/// The text, thinking and tool-input deltas of one block, as a gateway splitting the text by
+/// UTF-16 index sends them.
+fn split_deltas(
+    index: usize,
+    kind: &str,
+    field: &str,
+    parts: &[&str],
+    compact: bool,
+) -> Vec<String> {
+    parts
+        .iter()
+        .map(|part| {
+            if compact {
+                format!(
+                    r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"{kind}","{field}":"{part}"}}}}"#
+                )
+            } else {
+                // Another field order: the general (serde) path, not the template.
+                format!(
+                    r#"{{"delta": {{"{field}": "{part}", "type": "{kind}"}}, "index": {index}, "type": "content_block_delta"}}"#
+                )
+            }
+        })
+        .collect()
+}
+
+/// A character outside the BMP split between two deltas of a block (`..\ud83d"`, then
+/// `"\ude00..`) is joined back: in the text, the thinking and the tool input, by the template
+/// path and the general path. The delta that ends with the high half sends the text before
+/// it; the next one starts with the character. A high half whose low half does not come next
+/// (the block stops, or the next delta starts otherwise) and a low half without its high one
+/// are U+FFFD, a high half left at the block's stop sent as a delta of its own before it.
+#[test]
+fn a_character_split_between_two_deltas_is_joined() {
+    for (fast, compact) in [(true, true), (false, true), (true, false)] {
+        let mut decoder = AnthropicDecoder::new();
+        decoder.set_text_fast_path(fast);
+        push_all(
+            &mut decoder,
+            &[
+                start("m"),
+                block_start(
+                    0,
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                ),
+                block_start(1, json!({"type": "text", "text": ""})),
+                block_start(
+                    2,
+                    json!({"type": "tool_use", "id": "t", "name": "say", "input": {}}),
+                ),
+                block_start(3, json!({"type": "text", "text": ""})),
+            ],
+        );
+        let thinking = split_deltas(
+            0,
+            "thinking_delta",
+            "thinking",
+            &[r"a \ud83e", r"\udd14 b"],
+            compact,
+        );
+        let text = split_deltas(
+            1,
+            "text_delta",
+            "text",
+            &[r"Hi \ud83d", r"\ud83d", r"\ude00", r"\ude00 x \ud800"],
+            compact,
+        );
+        let input = split_deltas(
+            2,
+            "input_json_delta",
+            "partial_json",
+            &[r#"{\"s\": \"\ud83d"#, r#"\ude00\"}"#],
+            compact,
+        );
+        let lone = split_deltas(3, "text_delta", "text", &[r"tail \ud83d"], compact);
+        // Interleaved blocks: each waits for its own half.
+        let order = [
+            &thinking[0],
+            &text[0],
+            &input[0],
+            &thinking[1],
+            &text[1],
+            &input[1],
+            &text[2],
+            &lone[0],
+            &text[3],
+        ];
+        for data in order {
+            push_raw(&mut decoder, "content_block_delta", data);
+        }
+        // Before the stop, a held half shows as U+FFFD in the snapshot.
+        assert_eq!(decoder.message()["content"][3]["text"], "tail \u{FFFD}");
+        push_all(
+            &mut decoder,
+            &[
+                stop(0),
+                stop(1),
+                stop(2),
+                stop(3),
+                message_delta("tool_use", json!({"output_tokens": 5})),
+                message_stop(),
+            ],
+        );
+        let mut events = Vec::new();
+        decoder.drain_events(&mut events);
+        let message = decoder.finish().unwrap();
+        let case = format!("fast path {fast}, compact {compact}");
+        assert_eq!(message["content"][0]["thinking"], "a \u{1F914} b", "{case}");
+        // `\ud83d` then `\ud83d`: the first has no low half after it.
+        assert_eq!(
+            message["content"][1]["text"], "Hi \u{FFFD}\u{1F600}\u{FFFD} x \u{FFFD}",
+            "{case}"
+        );
+        assert_eq!(
+            message["content"][2]["input"],
+            json!({"s": "\u{1F600}"}),
+            "{case}"
+        );
+        assert_eq!(message["content"][3]["text"], "tail \u{FFFD}", "{case}");
+        // The deltas sent add up to each block.
+        let mut sent = [String::new(), String::new(), String::new(), String::new()];
+        let mut texts_of_1 = Vec::new();
+        for event in &events {
+            match event {
+                DecodeEvent::ThinkingDelta { index, thinking } => sent[*index].push_str(thinking),
+                DecodeEvent::TextDelta { index, text } => {
+                    sent[*index].push_str(text);
+                    if *index == 1 {
+                        texts_of_1.push(text.as_str());
+                    }
+                }
+                DecodeEvent::InputJsonDelta {
+                    index,
+                    partial_json,
+                } => sent[*index].push_str(partial_json),
+                _ => {}
+            }
+        }
+        assert_eq!(sent[0], "a \u{1F914} b", "{case}");
+        assert_eq!(sent[1], message["content"][1]["text"], "{case}");
+        assert_eq!(sent[2], "{\"s\": \"\u{1F600}\"}", "{case}");
+        assert_eq!(sent[3], "tail \u{FFFD}", "{case}");
+        assert_eq!(
+            texts_of_1,
+            ["Hi ", "\u{FFFD}", "\u{1F600}", "\u{FFFD} x ", "\u{FFFD}"],
+            "{case}"
+        );
+        // The lone high half of block 3 is sent right before its stop.
+        let stop_3 = events
+            .iter()
+            .position(|e| matches!(e, DecodeEvent::BlockStop { index: 3 }))
+            .unwrap();
+        assert!(
+            matches!(&events[stop_3 - 1], DecodeEvent::TextDelta { index: 3, text } if text == "\u{FFFD}"),
+            "{case}"
+        );
+    }
+}
+
+/// A stream cut while a tool input holds a high half: the input is sealed with U+FFFD in its
+/// place, as the half reads alone.
+#[test]
+fn a_held_half_in_a_cut_tool_input_is_a_replacement_character() {
+    let mut decoder = AnthropicDecoder::new();
+    push_all(
+        &mut decoder,
+        &[
+            start("m"),
+            block_start(
+                0,
+                json!({"type": "tool_use", "id": "t", "name": "say", "input": {}}),
+            ),
+        ],
+    );
+    push_raw(
+        &mut decoder,
+        "content_block_delta",
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"s\": \"\ud83d"}}"#,
+    );
+    assert_eq!(decoder.tool_input_text(0), Some(r#"{"s": ""#));
+    push_all(
+        &mut decoder,
+        &[message_delta("max_tokens", json!({"output_tokens": 5}))],
+    );
+    let mut events = Vec::new();
+    decoder.drain_events(&mut events);
+    assert_eq!(decoder.tool_input_text(0), Some("{\"s\": \"\u{FFFD}"));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        DecodeEvent::ToolUseTruncated { partial_json, .. } if partial_json == "{\"s\": \"\u{FFFD}"
+    )));
 }
 
 /// A gateway that writes `null` for an empty field (`"signature": null` in a thinking block's

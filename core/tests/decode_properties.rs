@@ -316,6 +316,77 @@ fn chat_stream(
     )
 }
 
+/// `units` as `JSON.stringify` writes a JavaScript string: a character as itself (escaped as
+/// JSON requires), a lone surrogate as a `\udXXX` escape.
+fn js_stringify(units: &[u16]) -> String {
+    let mut out = String::from("\"");
+    for unit in char::decode_utf16(units.iter().copied()) {
+        match unit {
+            Ok(c) => {
+                let quoted = serde_json::to_string(&c.to_string()).unwrap();
+                out.push_str(&quoted[1..quoted.len() - 1]);
+            }
+            Err(lone) => out.push_str(&format!("\\u{:04x}", lone.unpaired_surrogate())),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// An Anthropic stream with one block of `kind` whose text is `units` cut at `cuts` (UTF-16
+/// indexes, as a JavaScript gateway cuts text), each piece a delta written by `js_stringify`.
+fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> String {
+    let mut points: Vec<usize> = cuts.iter().map(|c| c.index(units.len() + 1)).collect();
+    points.push(units.len());
+    points.sort_unstable();
+    let (start, delta_type, field) = match kind {
+        "text" => (json!({"type": "text", "text": ""}), "text_delta", "text"),
+        "tool" => (
+            json!({"type": "tool_use", "id": "toolu_1", "name": "say", "input": {}}),
+            "input_json_delta",
+            "partial_json",
+        ),
+        _ => (
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+            "thinking_delta",
+            "thinking",
+        ),
+    };
+    let mut out = String::new();
+    let message = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 3, "output_tokens": 1}});
+    let start_event = json!({"type": "message_start", "message": message});
+    sse(&mut out, Some("message_start"), &start_event.to_string());
+    let block_start = json!({"type": "content_block_start", "index": 0, "content_block": start});
+    sse(
+        &mut out,
+        Some("content_block_start"),
+        &block_start.to_string(),
+    );
+    let mut from = 0;
+    for to in points {
+        let piece = js_stringify(&units[from..to]);
+        let data = format!(
+            r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"{delta_type}","{field}":{piece}}}}}"#
+        );
+        sse(&mut out, Some("content_block_delta"), &data);
+        from = to;
+    }
+    sse(
+        &mut out,
+        Some("content_block_stop"),
+        r#"{"type":"content_block_stop","index":0}"#,
+    );
+    sse(
+        &mut out,
+        Some("message_delta"),
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}"#,
+    );
+    sse(&mut out, Some("message_stop"), r#"{"type":"message_stop"}"#);
+    out
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
@@ -391,5 +462,38 @@ proptest! {
         prop_assert_eq!(ready, expected_ready);
         let split = decode(Provider::OpenAiChat, stream.as_bytes(), &cuts);
         prop_assert_eq!(split, whole);
+    }
+
+    /// Text, thinking or tool-input text cut at any UTF-16 index into deltas, as a JavaScript
+    /// gateway cuts it (a character outside the BMP may be split between two deltas, each half
+    /// a `\udXXX` escape), decodes to the text itself, in the block and in the deltas' events,
+    /// at any chunking of the stream.
+    #[test]
+    fn text_cut_at_any_utf16_index_decodes_to_the_text(
+        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        kind in prop::sample::select(vec!["text", "thinking", "tool"]),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+    ) {
+        // A tool input is JSON text (written by `JSON.stringify`, characters as themselves),
+        // cut and sent the same way.
+        let input = json!({"s": text});
+        let whole = if kind == "tool" { input.to_string() } else { text.clone() };
+        let units: Vec<u16> = whole.encode_utf16().collect();
+        let stream = cut_text_stream(kind, &units, &cuts);
+        let (message, events) = decode(Provider::Anthropic, stream.as_bytes(), &chunking);
+        let field = if kind == "tool" { "input" } else { kind };
+        let expected = if kind == "tool" { input } else { Value::from(text.as_str()) };
+        prop_assert_eq!(&message["content"][0][field], &expected);
+        let sent: String = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::TextDelta { text, .. } => Some(text.as_str()),
+                DecodeEvent::ThinkingDelta { thinking, .. } => Some(thinking.as_str()),
+                DecodeEvent::InputJsonDelta { partial_json, .. } => Some(partial_json.as_str()),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(sent, whole);
     }
 }

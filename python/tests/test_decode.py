@@ -111,6 +111,31 @@ def test_anthropic_tool_use_events() -> None:
     assert text == message["content"][0]["text"]
 
 
+def test_an_emoji_cut_between_two_deltas_is_joined_back() -> None:
+    # A JavaScript gateway cutting text inside a surrogate pair sends each half as `\udXXX`
+    # (json.dumps writes the same); the TypeScript SDK's concatenation joins them back.
+    pieces = ["Hi \ud83d", "\ude00 there", " lone \ud83d", " end"]
+
+    def sse(kind: str, data: object) -> str:
+        return f"event: {kind}\ndata: {json.dumps(data)}\n\n"
+
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    message = {"id": "m", "type": "message", "role": "assistant", "content": [], "model": "m", "usage": usage}
+    stream = sse("message_start", {"type": "message_start", "message": message})
+    stream += sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+    for text in pieces:
+        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+        stream += sse("content_block_delta", delta)
+    stream += sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+    stream += sse("message_stop", {"type": "message_stop"})
+    assert "\\ud83d" in stream
+    decoder = ferroloop.StreamDecoder("anthropic")
+    events = decoder.feed(stream.encode())
+    deltas = [e["text"] for e in events if e["type"] == "text_delta"]
+    assert deltas == ["Hi ", "\U0001f600 there", " lone ", "\ufffd end"]
+    assert decoder.finish()["content"][0]["text"] == "Hi \U0001f600 there lone \ufffd end"
+
+
 def test_mid_stream_error_is_a_typed_exception_with_the_partial_message() -> None:
     data = (SHARED / "decode/streams/anthropic/error_overloaded.sse").read_bytes()
     decoder = ferroloop.StreamDecoder("anthropic")

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
-use super::json_str;
+use super::json_str::{self, Halves};
 use super::partial_json::{PartialJson, PartialMode, Repair};
 use super::{EventDecoder, decode_lone_surrogates_lossily};
 use crate::message::anthropic::{ContentBlock, Message};
@@ -50,6 +50,10 @@ struct BlockState {
     stopped: bool,
     /// Bytes of tool input handled: appended, then parsed once at the seal.
     work: u64,
+    /// The high surrogate the block's last string delta ended with, waiting for the low half
+    /// the next one starts with (see [`json_str::Halves`]). A text or thinking block shows it
+    /// as U+FFFD meanwhile; a tool input holds it back.
+    high_half: Option<u16>,
 }
 
 impl Default for AnthropicDecoder {
@@ -70,12 +74,14 @@ struct RawBlockDelta<'a> {
 struct RawDelta<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
+    // The three strings a stream may split a character between are kept raw and read with
+    // their halves (`string_value`).
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    partial_json: Option<Cow<'a, str>>,
+    partial_json: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    thinking: Option<Cow<'a, str>>,
+    thinking: Option<&'a RawValue>,
     #[serde(borrow, default)]
     signature: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -159,7 +165,7 @@ const DELTA_MIDDLES: [(&str, StringDelta); 3] = [
 /// The hot path: `content_block_delta` with a `text_delta`, `input_json_delta` or
 /// `thinking_delta`, in the exact compact shape the API sends, decoded without a JSON parser.
 /// Anything else returns `None` and takes the general (serde) path, which decides validity.
-fn fast_string_delta(data: &str) -> Option<(u64, StringDelta, Cow<'_, str>)> {
+fn fast_string_delta(data: &str) -> Option<(u64, StringDelta, Halves<'_>)> {
     let rest = data.strip_prefix(DELTA_PREFIX)?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     // JSON forbids leading zeros (`01`); such an index is left to serde, which rejects it.
@@ -171,13 +177,25 @@ fn fast_string_delta(data: &str) -> Option<(u64, StringDelta, Cow<'_, str>)> {
     let (rest, kind) = DELTA_MIDDLES
         .iter()
         .find_map(|(middle, kind)| rest.strip_prefix(middle).map(|r| (r, *kind)))?;
-    let (text, used) = json_str::string_body(rest)?;
+    let (text, used) = json_str::string_body_halves(rest)?;
     let tail = rest.get(used..)?.strip_prefix("}}")?;
     json_str::is_json_whitespace(tail).then_some((index, kind, text))
 }
 
 fn parse<'a, T: Deserialize<'a>>(event_type: &str, data: &'a str) -> Result<T, DecodeError> {
     serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))
+}
+
+/// A string field the typed form kept raw, read with the halves of characters at its ends.
+fn string_value<'a>(event_type: &str, raw: &'a RawValue) -> Result<Halves<'a>, DecodeError> {
+    let json = raw.get();
+    if let Some(body) = json.strip_prefix('"')
+        && let Some((halves, used)) = json_str::string_body_halves(body)
+        && used == body.len()
+    {
+        return Ok(halves);
+    }
+    parse::<String>(event_type, json).map(Halves::whole)
 }
 
 fn is_tool_like(block: &ContentBlock) -> bool {
@@ -300,38 +318,42 @@ impl AnthropicDecoder {
         &mut self,
         index: u64,
         kind: StringDelta,
-        text: Cow<'_, str>,
+        piece: Halves<'_>,
     ) -> Result<(), DecodeError> {
         const KIND: &str = "content_block_delta";
         self.started(KIND)?;
         let i = self.block_index(KIND, index)?;
+        let block = self.message.as_mut().and_then(|m| m.content.get_mut(i));
+        let state = &mut self.blocks[i];
         match kind {
             StringDelta::Text => {
-                let Some(ContentBlock::Text(block)) = self.block_mut(i) else {
+                let Some(ContentBlock::Text(block)) = block else {
                     tracing::debug!(index, "text_delta for a non-text block ignored");
                     return Ok(());
                 };
-                block.text.push_str(&text);
+                let text = json_str::push_halves(&mut block.text, &mut state.high_half, piece);
                 self.emit(|| DecodeEvent::TextDelta {
                     index: i,
                     text: text.into_owned(),
                 });
             }
             StringDelta::Thinking => {
-                let Some(ContentBlock::Thinking(block)) = self.block_mut(i) else {
+                let Some(ContentBlock::Thinking(block)) = block else {
                     tracing::debug!(index, "thinking_delta for a non-thinking block ignored");
                     return Ok(());
                 };
-                block.thinking.push_str(&text);
+                let thinking =
+                    json_str::push_halves(&mut block.thinking, &mut state.high_half, piece);
                 self.emit(|| DecodeEvent::ThinkingDelta {
                     index: i,
-                    thinking: text.into_owned(),
+                    thinking: thinking.into_owned(),
                 });
             }
             StringDelta::InputJson => {
-                let state = &mut self.blocks[i];
+                let text;
                 match state.input.as_mut() {
                     Some(input) if !state.sealed => {
+                        text = json_str::join_held(&mut state.high_half, piece);
                         input.push(&text);
                         state.work += text.len() as u64;
                     }
@@ -370,15 +392,19 @@ impl AnthropicDecoder {
         };
         match delta.kind.as_ref() {
             "text_delta" => {
-                let text = delta.text.clone().ok_or_else(|| missing("text"))?;
+                let text = string_value(KIND, delta.text.ok_or_else(|| missing("text"))?)?;
                 return self.on_string_delta(raw.index, StringDelta::Text, text);
             }
             "input_json_delta" => {
-                let fragment = delta.partial_json.unwrap_or(Cow::Borrowed(""));
+                let fragment = match delta.partial_json {
+                    Some(raw) => string_value(KIND, raw)?,
+                    None => Halves::whole(""),
+                };
                 return self.on_string_delta(raw.index, StringDelta::InputJson, fragment);
             }
             "thinking_delta" => {
-                let thinking = delta.thinking.clone().ok_or_else(|| missing("thinking"))?;
+                let raw_thinking = delta.thinking.ok_or_else(|| missing("thinking"))?;
+                let thinking = string_value(KIND, raw_thinking)?;
                 return self.on_string_delta(raw.index, StringDelta::Thinking, thinking);
             }
             "signature_delta" => {
@@ -479,6 +505,7 @@ impl AnthropicDecoder {
                 sealed: true,
                 stopped: true,
                 work: 0,
+                high_half: None,
             })
             .collect();
         // Content announced in message_start is complete already: a turn the server carried
@@ -527,6 +554,7 @@ impl AnthropicDecoder {
             input,
             stopped: false,
             work: 0,
+            high_half: None,
         });
         if let Some(block) = announced {
             self.events.push(DecodeEvent::BlockStart {
@@ -543,14 +571,55 @@ impl AnthropicDecoder {
         self.started(KIND)?;
         let i = self.block_index(KIND, stop.index)?;
         self.blocks[i].stopped = true;
+        self.flush_half(i);
         self.emit(|| DecodeEvent::BlockStop { index: i });
         self.seal(i, false);
         Ok(())
     }
 
+    /// Ends a block's wait for the low half of a character: the high half it holds stays
+    /// U+FFFD in a text or thinking block (and is sent as a delta of its own), and is added as
+    /// U+FFFD to a tool input still open.
+    fn flush_half(&mut self, i: usize) {
+        const LONE: &str = "\u{FFFD}";
+        let Some(state) = self.blocks.get_mut(i) else {
+            return;
+        };
+        if state.high_half.take().is_none() {
+            return;
+        }
+        let event = match (
+            state.input.as_mut(),
+            self.message.as_ref().and_then(|m| m.content.get(i)),
+        ) {
+            (Some(input), _) => {
+                if state.sealed {
+                    return;
+                }
+                input.push(LONE);
+                state.work += LONE.len() as u64;
+                DecodeEvent::InputJsonDelta {
+                    index: i,
+                    partial_json: LONE.to_owned(),
+                }
+            }
+            (None, Some(ContentBlock::Text(_))) => DecodeEvent::TextDelta {
+                index: i,
+                text: LONE.to_owned(),
+            },
+            (None, Some(ContentBlock::Thinking(_))) => DecodeEvent::ThinkingDelta {
+                index: i,
+                thinking: LONE.to_owned(),
+            },
+            (None, _) => return,
+        };
+        self.emit(|| event);
+    }
+
     /// Parses a tool block's input once and reports the outcome. With `cut_off` (the output
     /// limit was reached) an unparseable input is reported truncated rather than invalid.
     fn seal(&mut self, i: usize, cut_off: bool) {
+        self.flush_half(i);
         let Some(state) = self.blocks.get_mut(i) else {
             return;
         };

@@ -32,8 +32,110 @@ pub(crate) fn push_body(s: &str, out: &mut String) -> Option<usize> {
     used
 }
 
+/// A JSON string body cut into well-formed text and the halves of characters it shares with its
+/// neighbours: a stream may split a character outside the Basic Multilingual Plane between two
+/// deltas, each delta's string then holding one lone surrogate escape (`..\ud83d"` and
+/// `"\ude00..`). JavaScript's string concatenation (the TypeScript SDK's accumulation) joins
+/// them back into the character; [`Halves`] lets a decoder do the same. A lone surrogate anywhere else reads as U+FFFD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Halves<'a> {
+    /// A lone low surrogate escape that starts the body.
+    pub(crate) low_first: Option<u16>,
+    /// The rest of the body, decoded.
+    pub(crate) text: Cow<'a, str>,
+    /// A lone high surrogate escape that ends the body (not in `text`).
+    pub(crate) high_last: Option<u16>,
+}
+
+impl<'a> Halves<'a> {
+    /// Whether the body was empty (`""`: no text and no half).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.low_first.is_none() && self.text.is_empty() && self.high_last.is_none()
+    }
+
+    /// Text without halves at its ends.
+    pub(crate) fn whole(text: impl Into<Cow<'a, str>>) -> Halves<'a> {
+        Halves {
+            low_first: None,
+            text: text.into(),
+            high_last: None,
+        }
+    }
+}
+
+/// Like [`string_body`], but a lone surrogate escape is not an error: at the body's start (low
+/// half) or end (high half) it is returned apart, anywhere else it reads as U+FFFD (see
+/// [`Halves`]). Text without lone surrogates costs what [`string_body`] costs.
+pub(crate) fn string_body_halves(s: &str) -> Option<(Halves<'_>, usize)> {
+    if let Some((text, used)) = string_body(s) {
+        return Some((Halves::whole(text), used));
+    }
+    let mut halves = Halves::whole("");
+    let mut out = String::with_capacity(s.len());
+    let used = decode(s, &mut out, Some(&mut halves))?;
+    halves.text = Cow::Owned(out);
+    Some((halves, used))
+}
+
+/// The character of a high and a low surrogate.
+pub(crate) fn surrogate_pair(high: u16, low: u16) -> char {
+    let code = 0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+    char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER)
+}
+
+/// Appends a string delta to `text`, which ends with a provisional U+FFFD while `held` is a
+/// high half (see [`join_held`]); returns what the delta adds to the text once the halves are
+/// joined (the delta's event).
+pub(crate) fn push_halves<'a>(
+    text: &mut String,
+    held: &mut Option<u16>,
+    piece: Halves<'a>,
+) -> Cow<'a, str> {
+    if piece.is_empty() {
+        return piece.text;
+    }
+    if held.is_some()
+        && let Some(kept) = text.strip_suffix(char::REPLACEMENT_CHARACTER).map(str::len)
+    {
+        text.truncate(kept);
+    }
+    let joined = join_held(held, piece);
+    text.push_str(&joined);
+    if held.is_some() {
+        text.push(char::REPLACEMENT_CHARACTER);
+    }
+    joined
+}
+
+/// The text a string delta adds once joined with `held`, the high half the previous delta
+/// ended with: the pair's character when the delta starts with the low half, else U+FFFD for
+/// each half without its other. `held` becomes the delta's own trailing high half. An empty
+/// delta leaves a held half waiting (JavaScript's `"\ud83d" + "" + "\ude00"` is one
+/// character).
+pub(crate) fn join_held<'a>(held: &mut Option<u16>, piece: Halves<'a>) -> Cow<'a, str> {
+    if piece.is_empty() {
+        return piece.text;
+    }
+    let previous = std::mem::replace(held, piece.high_last);
+    let lead = match (previous, piece.low_first) {
+        (None, None) => return piece.text,
+        (Some(high), Some(low)) => surrogate_pair(high, low),
+        (Some(_), None) | (None, Some(_)) => char::REPLACEMENT_CHARACTER,
+    };
+    let mut joined = String::with_capacity(lead.len_utf8() + piece.text.len());
+    joined.push(lead);
+    joined.push_str(&piece.text);
+    Cow::Owned(joined)
+}
+
 /// Appends the decoded body to `out`; on `None`, `out` may hold part of it.
 fn decode_into(s: &str, out: &mut String) -> Option<usize> {
+    decode(s, out, None)
+}
+
+/// [`decode_into`]; with `halves`, lone surrogates are read as [`string_body_halves`] reads
+/// them (their ends recorded in `halves`, whose `text` is not touched).
+fn decode(s: &str, out: &mut String, mut halves: Option<&mut Halves<'_>>) -> Option<usize> {
     let bytes = s.as_bytes();
     let mut start = 0;
     let mut i = memchr::memchr2(b'"', b'\\', bytes)?;
@@ -57,22 +159,41 @@ fn decode_into(s: &str, out: &mut String) -> Option<usize> {
             b'r' => out.push('\r'),
             b't' => out.push('\t'),
             b'u' => {
-                let high = hex4(bytes.get(i..i + 4)?)?;
+                let escape_at = i - 2;
+                let unit = hex4(bytes.get(i..i + 4)?)?;
                 i += 4;
-                let code = match high {
+                let code = match unit {
                     0xD800..=0xDBFF => {
-                        if bytes.get(i..i + 2)? != b"\\u" {
-                            return None;
+                        let low = match bytes.get(i..i + 2) {
+                            Some(b"\\u") => hex4(bytes.get(i + 2..i + 6)?)?,
+                            _ => 0,
+                        };
+                        if (0xDC00..=0xDFFF).contains(&low) {
+                            i += 6;
+                            0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                        } else {
+                            let halves = halves.as_deref_mut()?;
+                            if bytes.get(i) == Some(&b'"') {
+                                // The string's last character: half of one the next string ends.
+                                halves.high_last = u16::try_from(unit).ok();
+                                start = i;
+                                continue;
+                            }
+                            u32::from(char::REPLACEMENT_CHARACTER)
                         }
-                        let low = hex4(bytes.get(i + 2..i + 6)?)?;
-                        if !(0xDC00..=0xDFFF).contains(&low) {
-                            return None;
-                        }
-                        i += 6;
-                        0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
                     }
-                    0xDC00..=0xDFFF => return None,
-                    _ => high,
+                    0xDC00..=0xDFFF => {
+                        let halves = halves.as_deref_mut()?;
+                        if escape_at == 0 {
+                            // The string's first character: half of one the previous string began.
+                            halves.low_first = u16::try_from(unit).ok();
+                            start = i;
+                            i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
+                            continue;
+                        }
+                        u32::from(char::REPLACEMENT_CHARACTER)
+                    }
+                    _ => unit,
                 };
                 out.push(char::from_u32(code)?);
             }
@@ -145,6 +266,50 @@ mod tests {
         assert!(string_body(&with_control).is_none());
         let control_after_escape = format!("{long}\\n\u{1}\"");
         assert!(string_body(&control_after_escape).is_none());
+    }
+
+    #[test]
+    fn halves_at_the_ends_are_kept_apart() {
+        fn halves(body: &str) -> Option<(Halves<'_>, &str)> {
+            string_body_halves(body).map(|(h, used)| (h, &body[used..]))
+        }
+        let (h, rest) = halves(r#"ab\ud83d" tail"#).unwrap();
+        assert_eq!(
+            (h.low_first, h.text.as_ref(), h.high_last, rest),
+            (None, "ab", Some(0xD83D), " tail")
+        );
+        let (h, _) = halves(r#"\ude00cd""#).unwrap();
+        assert_eq!(
+            (h.low_first, h.text.as_ref(), h.high_last),
+            (Some(0xDE00), "cd", None)
+        );
+        // Only a lone half: the low one first, then the high one.
+        let (h, _) = halves(r#"\udc00\ud800""#).unwrap();
+        assert_eq!(
+            (h.low_first, h.text.as_ref(), h.high_last),
+            (Some(0xDC00), "", Some(0xD800))
+        );
+        let (h, _) = halves(r#"\ud800""#).unwrap();
+        assert_eq!(
+            (h.low_first, h.text.as_ref(), h.high_last),
+            (None, "", Some(0xD800))
+        );
+        // Lone halves inside the text, or a low half after text, read as U+FFFD; a pair is a
+        // character.
+        let (h, _) = halves(r#"a\ud800b\udc00\ud83d\ude00\ud800\u0041x\ude00""#).unwrap();
+        assert_eq!(
+            (h.low_first, h.text.as_ref(), h.high_last),
+            (None, "a\u{FFFD}b\u{FFFD}\u{1F600}\u{FFFD}Ax\u{FFFD}", None)
+        );
+        // Valid text is read as `string_body` reads it, borrowed when it can be.
+        let (h, _) = halves(r#"plain""#).unwrap();
+        assert!(matches!(h.text, Cow::Borrowed("plain")));
+        assert_eq!(h, Halves::whole("plain"));
+        // Everything else JSON rejects is still rejected.
+        for body in [r#"\ud800\u12""#, r#"\ud800"#, r#"\x""#, "a\nb\""] {
+            assert!(string_body_halves(body).is_none(), "{body:?}");
+        }
+        assert_eq!(surrogate_pair(0xD83D, 0xDE00), '\u{1F600}');
     }
 
     #[test]
