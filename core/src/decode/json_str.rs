@@ -6,6 +6,7 @@ use std::borrow::Cow;
 /// text (borrowed when it holds no escapes) and the offset just past the closing quote, or
 /// `None` if the string is unterminated or not valid JSON (the caller then falls back to the
 /// general parser, which reports the error).
+#[inline]
 pub(crate) fn string_body(s: &str) -> Option<(Cow<'_, str>, usize)> {
     let bytes = s.as_bytes();
     let i = memchr::memchr2(b'"', b'\\', bytes)?;
@@ -66,6 +67,7 @@ impl<'a> Halves<'a> {
 /// Like [`string_body`], but a lone surrogate escape is not an error: at the body's start (low
 /// half) or end (high half) it is returned apart, anywhere else it reads as U+FFFD (see
 /// [`Halves`]). Text without lone surrogates costs what [`string_body`] costs.
+#[inline]
 pub(crate) fn string_body_halves(s: &str) -> Option<(Halves<'_>, usize)> {
     if let Some((text, used)) = string_body(s) {
         return Some((Halves::whole(text), used));
@@ -86,11 +88,17 @@ pub(crate) fn surrogate_pair(high: u16, low: u16) -> char {
 /// Appends a string delta to `text`, which ends with a provisional U+FFFD while `held` is a
 /// high half (see [`join_held`]); returns what the delta adds to the text once the halves are
 /// joined (the delta's event).
+#[inline]
 pub(crate) fn push_halves<'a>(
     text: &mut String,
     held: &mut Option<u16>,
     piece: Halves<'a>,
 ) -> Cow<'a, str> {
+    if held.is_none() && piece.low_first.is_none() && piece.high_last.is_none() {
+        // The usual delta: no half anywhere.
+        text.push_str(&piece.text);
+        return piece.text;
+    }
     if piece.is_empty() {
         return piece.text;
     }
@@ -112,6 +120,7 @@ pub(crate) fn push_halves<'a>(
 /// each half without its other. `held` becomes the delta's own trailing high half. An empty
 /// delta leaves a held half waiting (JavaScript's `"\ud83d" + "" + "\ude00"` is one
 /// character).
+#[inline]
 pub(crate) fn join_held<'a>(held: &mut Option<u16>, piece: Halves<'a>) -> Cow<'a, str> {
     if piece.is_empty() {
         return piece.text;
