@@ -79,10 +79,15 @@ pub(crate) fn string_body_halves(s: &str) -> Option<(Halves<'_>, usize)> {
     Some((halves, used))
 }
 
-/// The character of a high and a low surrogate.
+/// The character of a high and a low surrogate (U+FFFD if they are not one).
 pub(crate) fn surrogate_pair(high: u16, low: u16) -> char {
-    let code = 0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
-    char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER)
+    match (high, low) {
+        (0xD800..=0xDBFF, 0xDC00..=0xDFFF) => {
+            let code = 0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+            char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER)
+        }
+        _ => char::REPLACEMENT_CHARACTER,
+    }
 }
 
 /// Appends a string delta to `text`, which ends with a provisional U+FFFD while `held` is a
@@ -319,6 +324,9 @@ mod tests {
             assert!(string_body_halves(body).is_none(), "{body:?}");
         }
         assert_eq!(surrogate_pair(0xD83D, 0xDE00), '\u{1F600}');
+        assert_eq!(surrogate_pair(0xDBFF, 0xDFFF), '\u{10FFFF}');
+        assert_eq!(surrogate_pair(0xDE00, 0xD83D), char::REPLACEMENT_CHARACTER);
+        assert_eq!(surrogate_pair(0x0041, 0xDE00), char::REPLACEMENT_CHARACTER);
     }
 
     #[test]
