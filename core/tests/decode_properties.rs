@@ -5,6 +5,8 @@
 //! once with its parsed input, and give the same events and message at any chunking.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use bytes::Bytes;
 use ferroloop::decode::{DecodeEvent, Provider, StreamDecoder};
 use proptest::prelude::*;
@@ -316,23 +318,6 @@ fn chat_stream(
     )
 }
 
-/// `units` as `JSON.stringify` writes a JavaScript string: a character as itself (escaped as
-/// JSON requires), a lone surrogate as a `\udXXX` escape.
-fn js_stringify(units: &[u16]) -> String {
-    let mut out = String::from("\"");
-    for unit in char::decode_utf16(units.iter().copied()) {
-        match unit {
-            Ok(c) => {
-                let quoted = serde_json::to_string(&c.to_string()).unwrap();
-                out.push_str(&quoted[1..quoted.len() - 1]);
-            }
-            Err(lone) => out.push_str(&format!("\\u{:04x}", lone.unpaired_surrogate())),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// An Anthropic stream with one block of `kind` whose text is `units` cut at `cuts` (UTF-16
 /// indexes, as a JavaScript gateway cuts text), each piece a delta written by `js_stringify`.
 fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> String {
@@ -366,7 +351,7 @@ fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> S
     );
     let mut from = 0;
     for to in points {
-        let piece = js_stringify(&units[from..to]);
+        let piece = common::js_stringify(&units[from..to]);
         let data = format!(
             r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"{delta_type}","{field}":{piece}}}}}"#
         );

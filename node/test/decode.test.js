@@ -79,8 +79,8 @@ test('every recorded and hand-written stream decodes to its expected message at 
   }
 })
 
-test('non-ASCII text (accents, CJK, a surrogate pair, escapes) crosses intact in events, message() and finish()', () => {
-  const pieces = ['plain ASCII, ', 'café ', '日本語', ' 😀', ' \\ "q" \u2028', 'é'.repeat(5000)]
+/** An Anthropic stream of one text block whose deltas are `pieces` (JSON.stringify'd, as a JavaScript server writes them). */
+function textBlockStream(pieces) {
   const sse = (type, data) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`
   let stream = sse('message_start', {
     type: 'message_start',
@@ -93,7 +93,12 @@ test('non-ASCII text (accents, CJK, a surrogate pair, escapes) crosses intact in
   stream += sse('content_block_stop', { type: 'content_block_stop', index: 0 })
   stream += sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 9 } })
   stream += sse('message_stop', { type: 'message_stop' })
-  const bytes = Buffer.from(stream, 'utf8')
+  return Buffer.from(stream, 'utf8')
+}
+
+test('non-ASCII text (accents, CJK, a surrogate pair, escapes) crosses intact in events, message() and finish()', () => {
+  const pieces = ['plain ASCII, ', 'café ', '日本語', ' 😀', ' \\ "q" \u2028', 'é'.repeat(5000)]
+  const bytes = textBlockStream(pieces)
   for (const size of [1, 3, 64, Infinity]) {
     const { decoder, events } = decodeAll('anthropic', bytes, size)
     const deltas = events.filter((e) => e.type === 'text_delta').map((e) => e.text)
@@ -106,23 +111,13 @@ test('non-ASCII text (accents, CJK, a surrogate pair, escapes) crosses intact in
 test('an emoji cut between two deltas by a JavaScript gateway is joined back, as the TypeScript SDK joins it', () => {
   // JSON.stringify of a string cut inside a surrogate pair writes the lone half as `\udXXX`.
   const pieces = ['Hi \ud83d', '\ude00 there \ud83e', '\udd14', ' lone \ud83d', ' end \ud83d']
-  const sse = (type, data) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`
-  let stream = sse('message_start', {
-    type: 'message_start',
-    message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model: 'm', stop_reason: null, stop_sequence: null, usage: { input_tokens: 1, output_tokens: 1 } },
-  })
-  stream += sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } })
-  for (const text of pieces) {
-    stream += sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } })
-  }
-  stream += sse('content_block_stop', { type: 'content_block_stop', index: 0 })
-  stream += sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 9 } })
-  stream += sse('message_stop', { type: 'message_stop' })
+  const bytes = textBlockStream(pieces)
+  assert.ok(bytes.includes('\\ud83d'), 'the halves are sent as escapes')
   // What the SDK's `+=` makes of the pieces, with the halves left alone as UTF-8 encodes them.
   const expected = Buffer.from(pieces.join(''), 'utf8').toString('utf8')
   assert.equal(expected, 'Hi 😀 there 🤔 lone \ufffd end \ufffd')
   for (const size of [1, 64, Infinity]) {
-    const { decoder, events } = decodeAll('anthropic', Buffer.from(stream, 'utf8'), size)
+    const { decoder, events } = decodeAll('anthropic', bytes, size)
     const deltas = events.filter((e) => e.type === 'text_delta').map((e) => e.text)
     assert.deepEqual(deltas, ['Hi ', '😀 there ', '🤔', ' lone ', '\ufffd end ', '\ufffd'], `events at chunk ${size}`)
     assert.equal(decoder.finish().content[0].text, expected, `finish() at chunk ${size}`)

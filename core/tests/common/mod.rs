@@ -130,3 +130,20 @@ pub fn reply(
         7,
     )))
 }
+
+/// The JSON text `JSON.stringify` writes for a JavaScript string of UTF-16 `units`: a character
+/// as itself (escaped as JSON requires), a lone surrogate as a lowercase `\udXXX` escape.
+pub fn js_stringify(units: &[u16]) -> String {
+    let mut out = String::from("\"");
+    for decoded in char::decode_utf16(units.iter().copied()) {
+        match decoded {
+            Ok(c) => {
+                let quoted = serde_json::to_string(&c.to_string()).unwrap();
+                out.push_str(&quoted[1..quoted.len() - 1]);
+            }
+            Err(lone) => out.push_str(&format!("\\u{:04x}", lone.unpaired_surrogate())),
+        }
+    }
+    out.push('"');
+    out
+}
