@@ -481,4 +481,54 @@ proptest! {
             .collect();
         prop_assert_eq!(sent, whole);
     }
+
+    /// The same for an OpenAI Chat choice's content or refusal: cut at any UTF-16 index into
+    /// chunks, it decodes to the text itself, in the message and in the events, whichever path
+    /// (template, serde text chunk, general) each chunk takes.
+    #[test]
+    fn chat_text_cut_at_any_utf16_index_decodes_to_the_text(
+        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        refusal in any::<bool>(),
+        first in "[a-z]{0,2}",
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+    ) {
+        let field = if refusal { "refusal" } else { "content" };
+        // The first chunk names the role and may carry text of its own.
+        let whole = format!("{first}{text}");
+        let units: Vec<u16> = text.encode_utf16().collect();
+        let mut points: Vec<usize> = cuts.iter().map(|c| c.index(units.len() + 1)).collect();
+        points.push(units.len());
+        points.sort_unstable();
+        let mut stream = String::new();
+        let chunk = |delta: &str, finish: &str| {
+            format!(
+                r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{delta},"finish_reason":{finish}}}]}}"#
+            )
+        };
+        let opening = format!(r#"{{"role":"assistant","{field}":{}}}"#, Value::from(first.as_str()));
+        sse(&mut stream, None, &chunk(&opening, "null"));
+        let mut from = 0;
+        for to in points {
+            let piece = common::js_stringify(&units[from..to]);
+            sse(&mut stream, None, &chunk(&format!(r#"{{"{field}":{piece}}}"#), "null"));
+            from = to;
+        }
+        sse(&mut stream, None, &chunk("{}", r#""stop""#));
+        sse(&mut stream, None, "[DONE]");
+        let (message, events) = decode(Provider::OpenAiChat, stream.as_bytes(), &chunking);
+        prop_assert_eq!(
+            &message["choices"][0]["message"][field],
+            &Value::from(whole.as_str())
+        );
+        let sent: String = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::TextDelta { text, .. } => Some(text.as_str()),
+                DecodeEvent::RefusalDelta { refusal, .. } => Some(refusal.as_str()),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(sent, whole);
+    }
 }

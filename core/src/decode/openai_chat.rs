@@ -8,10 +8,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::EventDecoder;
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
-use super::{EventDecoder, decode_lone_surrogates_lossily};
+use crate::json_text::lone_surrogates_replaced;
 
 type Object = Map<String, Value>;
 
@@ -54,6 +55,120 @@ pub struct OpenAiChatDecoder {
     scratch: String,
     /// Per choice of the chunk in hand: where its content and refusal sit in `scratch`.
     spans: Vec<TextSpans>,
+    /// The halves of characters at the ends of the content and refusal of the chunk in hand,
+    /// read from it as sent when it held lone surrogate escapes (see [`ChunkEdges`]).
+    edges: Vec<ChunkEdges>,
+    /// Whether a choice holds a high half ([`ChoiceState::holds_half`]), updated wherever one
+    /// may change: the fast paths, which never join halves, are skipped while it is set.
+    holding: bool,
+}
+
+/// The halves of characters at the two ends of one delta string (see [`json_str::Halves`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Edges {
+    low_first: Option<u16>,
+    high_last: Option<u16>,
+}
+
+/// A choice's [`Edges`] in one chunk: (choice index, content, refusal).
+type ChunkEdges = (usize, Edges, Edges);
+
+/// A chunk read only for the strings a JavaScript server may cut a character between, kept raw
+/// ([`edges_of`]); everything else is left to the general path.
+#[derive(Deserialize)]
+struct EdgesChunk<'a> {
+    #[serde(borrow, default)]
+    choices: Option<Vec<EdgesChoice<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct EdgesChoice<'a> {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(borrow, default)]
+    delta: Option<EdgesDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct EdgesDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    refusal: Option<&'a RawValue>,
+}
+
+/// The [`Edges`] of each choice's content and refusal in `data`, a chunk holding lone surrogate
+/// escapes (none when it does not read as a chunk: the general path reports that).
+fn edges_of(data: &str) -> Vec<ChunkEdges> {
+    let Ok(chunk) = serde_json::from_str::<EdgesChunk<'_>>(data) else {
+        return Vec::new();
+    };
+    let edges = |raw: Option<&RawValue>| {
+        raw.and_then(|raw| raw.get().strip_prefix('"'))
+            .and_then(json_str::string_body_halves)
+            .map_or(Edges::default(), |(halves, _)| Edges {
+                low_first: halves.low_first,
+                high_last: halves.high_last,
+            })
+    };
+    chunk
+        .choices
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .filter_map(|(position, choice)| {
+            let delta = choice.delta.as_ref()?;
+            let found = (edges(delta.content), edges(delta.refusal));
+            (found != (Edges::default(), Edges::default()))
+                .then(|| (choice.index.unwrap_or(position), found.0, found.1))
+        })
+        .collect()
+}
+
+/// Applies one delta string (`delta`, as parsed: lone surrogates already U+FFFD) to the high half
+/// a choice holds for it: `existing` is the message's text so far, which ends with a provisional
+/// U+FFFD while `held` is a high half. A low half starting the delta joins a held high half into
+/// their character; a held half the delta does not continue stays U+FFFD, and is sent with this
+/// delta's event. A high half ending the delta stays U+FFFD in the message and is held back from
+/// the event. Returns the event's text (`None`: the delta has no such string).
+fn join_choice_halves(
+    existing: Option<&mut Value>,
+    delta: Option<&mut Value>,
+    held: &mut Option<u16>,
+    edges: Edges,
+) -> Option<String> {
+    const LONE: char = char::REPLACEMENT_CHARACTER;
+    let Some(Value::String(text)) = delta else {
+        return None;
+    };
+    if text.is_empty() {
+        // `"\ud83d" + ""` is still half a character.
+        return Some(String::new());
+    }
+    let mut event = String::with_capacity(text.len() + LONE.len_utf8());
+    match (held.take(), edges.low_first) {
+        (Some(high), Some(low)) if text.starts_with(LONE) => {
+            text.replace_range(
+                ..LONE.len_utf8(),
+                json_str::surrogate_pair(high, low).encode_utf8(&mut [0; 4]),
+            );
+            if let Some(Value::String(existing)) = existing
+                && let Some(kept) = existing.strip_suffix(LONE).map(str::len)
+            {
+                existing.truncate(kept);
+            }
+        }
+        (Some(_), _) => event.push(LONE),
+        (None, _) => {}
+    }
+    event.push_str(text);
+    if let Some(high) = edges.high_last
+        && let Some(kept) = event.strip_suffix(LONE).map(str::len)
+    {
+        event.truncate(kept);
+        *held = Some(high);
+    }
+    Some(event)
 }
 
 /// The previous chunk's bytes around its one appended string, when that chunk only appended
@@ -114,6 +229,10 @@ struct ChoiceState {
     /// more than linear time and memory.
     calls_by_small_index: Vec<Option<usize>>,
     calls_by_large_index: HashMap<usize, usize>,
+    /// The high halves the last content and refusal deltas ended with (see
+    /// [`join_choice_halves`]).
+    held_content: Option<u16>,
+    held_refusal: Option<u16>,
 }
 
 /// Where a JSON object or list ends, read incrementally: the state after the bytes read so far.
@@ -170,6 +289,12 @@ impl JsonEnd {
 const SMALL_CALL_INDEX: usize = 64;
 
 impl ChoiceState {
+    /// Whether a content or refusal delta ended with half a character (see
+    /// [`join_choice_halves`]).
+    fn holds_half(&self) -> bool {
+        self.held_content.is_some() || self.held_refusal.is_some()
+    }
+
     /// The position of the latest call sent with `index`.
     fn call_at(&self, index: usize) -> Option<usize> {
         if index < SMALL_CALL_INDEX {
@@ -409,6 +534,8 @@ impl OpenAiChatDecoder {
             template: Template::default(),
             scratch: String::new(),
             spans: Vec::new(),
+            edges: Vec::new(),
+            holding: false,
         }
     }
 
@@ -826,6 +953,19 @@ impl OpenAiChatDecoder {
             if self.choices.len() <= index {
                 self.choices.resize(index + 1, ChoiceState::default());
             }
+            let (content_edges, refusal_edges) = self
+                .edges
+                .iter()
+                .find(|edges| edges.0 == index)
+                .map_or_else(Default::default, |edges| (edges.1, edges.2));
+            let state = &mut self.choices[index];
+            // A high half ending the first delta is held back from its event, as later.
+            let held = |text: Option<String>, held: &mut Option<u16>, edges| {
+                let mut text = Value::from(text?);
+                join_choice_halves(None, Some(&mut text), held, edges)
+            };
+            let content = held(content, &mut state.held_content, content_edges);
+            let refusal = held(refusal, &mut state.held_refusal, refusal_edges);
             let positions = calls_as_they_are(&tools, &mut self.choices[index]);
             self.report_reasoning(index, reasoning.as_deref());
             self.report_delta(
@@ -923,7 +1063,30 @@ impl OpenAiChatDecoder {
         }
     }
 
+    /// Sends the high halves a choice still holds as the U+FFFD the message already shows (its
+    /// text ends, or the stream does).
+    fn flush_halves(&mut self, choice: usize) {
+        const LONE: &str = "\u{FFFD}";
+        let Some(state) = self.choices.get_mut(choice) else {
+            return;
+        };
+        let (content, refusal) = (state.held_content.take(), state.held_refusal.take());
+        if content.is_some() {
+            self.emit(|| DecodeEvent::TextDelta {
+                index: choice,
+                text: LONE.to_owned(),
+            });
+        }
+        if refusal.is_some() {
+            self.emit(|| DecodeEvent::RefusalDelta {
+                index: choice,
+                refusal: LONE.to_owned(),
+            });
+        }
+    }
+
     fn finish_choice(&mut self, choice: usize, reason: &str) {
+        self.flush_halves(choice);
         self.emit(|| DecodeEvent::MessageDelta {
             delta: serde_json::json!({ "finish_reason": reason }),
             usage: Value::Null,
@@ -1143,14 +1306,12 @@ impl OpenAiChatDecoder {
                 Some(Value::Object(delta)) => delta,
                 _ => Map::new(),
             };
-            let content = delta
-                .get("content")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            let refusal = delta
-                .get("refusal")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
+            let (content_edges, refusal_edges) = self
+                .edges
+                .iter()
+                .find(|edges| edges.0 == index)
+                .map_or_else(Default::default, |edges| (edges.1, edges.2));
+            let (content, refusal);
             let reasoning = reasoning_text(&delta).map(str::to_owned);
             let tools = delta
                 .get("tool_calls")
@@ -1184,6 +1345,18 @@ impl OpenAiChatDecoder {
                         } else {
                             None
                         };
+                        content = join_choice_halves(
+                            message.get_mut("content"),
+                            delta.get_mut("content"),
+                            &mut state.held_content,
+                            content_edges,
+                        );
+                        refusal = join_choice_halves(
+                            message.get_mut("refusal"),
+                            delta.get_mut("refusal"),
+                            &mut state.held_refusal,
+                            refusal_edges,
+                        );
                         accumulate_delta(message, delta)?;
                         positions = match entries {
                             // Calls already there: the fragments are matched to them here.
@@ -1195,6 +1368,8 @@ impl OpenAiChatDecoder {
                         };
                     } else {
                         positions = vec![None; tools.len()];
+                        let text = |key| delta.get(key).and_then(Value::as_str).map(str::to_owned);
+                        (content, refusal) = (text("content"), text("refusal"));
                     }
                     if let Some(reason) = &finish {
                         existing.insert("finish_reason".to_owned(), Value::String(reason.clone()));
@@ -1207,7 +1382,20 @@ impl OpenAiChatDecoder {
                     if self.choices.len() <= index {
                         self.choices.resize(index + 1, ChoiceState::default());
                     }
-                    positions = calls_as_they_are(&tools, &mut self.choices[index]);
+                    let state = &mut self.choices[index];
+                    positions = calls_as_they_are(&tools, state);
+                    content = join_choice_halves(
+                        None,
+                        delta.get_mut("content"),
+                        &mut state.held_content,
+                        content_edges,
+                    );
+                    refusal = join_choice_halves(
+                        None,
+                        delta.get_mut("refusal"),
+                        &mut state.held_refusal,
+                        refusal_edges,
+                    );
                     choice.insert("message".to_owned(), Value::Object(delta));
                     while snapshot_choices.len() < index {
                         snapshot_choices.push(Value::Null);
@@ -1654,7 +1842,14 @@ fn to_response_shape(snapshot: &Object, pending: Option<(usize, Target, &str)>) 
 impl OpenAiChatDecoder {
     /// One event's data decoded (the whole of `push_event` but remembering its error).
     fn decode_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
-        if self.template.valid && !self.done && event_type != "error" && self.try_template(data) {
+        // Halves of characters are joined on the general path only.
+        let fast = self.edges.is_empty() && !self.holding;
+        if fast
+            && self.template.valid
+            && !self.done
+            && event_type != "error"
+            && self.try_template(data)
+        {
             return Ok(());
         }
         self.end_template();
@@ -1665,6 +1860,10 @@ impl OpenAiChatDecoder {
                 }
                 .into());
             }
+            for choice in 0..self.choices.len() {
+                self.flush_halves(choice);
+            }
+            self.holding = false;
             self.seal_unsealed_calls();
             self.done = true;
             self.emit(|| DecodeEvent::MessageStop);
@@ -1674,10 +1873,12 @@ impl OpenAiChatDecoder {
             let raw = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
             return Err(self.fail(raw));
         }
-        if !self.done && self.text_fast_path && self.try_text_chunk(data) {
+        if fast && !self.done && self.text_fast_path && self.try_text_chunk(data) {
             return Ok(());
         }
-        self.general_chunk(data)
+        let result = self.general_chunk(data);
+        self.holding = self.choices.iter().any(ChoiceState::holds_half);
+        result
     }
 }
 
@@ -1695,8 +1896,21 @@ pub(crate) fn is_error_chunk(chunk: &serde_json::Map<String, Value>) -> bool {
 
 impl EventDecoder for OpenAiChatDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
-        let result =
-            decode_lone_surrogates_lossily(data, |data| self.decode_event(event_type, data));
+        // As `decode_lone_surrogates_lossily`, but the halves of characters at the ends of the
+        // chunk's content and refusal are read from it as sent, to be joined with the deltas
+        // around them.
+        let result = match self.decode_event(event_type, data) {
+            Err(error @ DecodeError::InvalidJson { .. }) => match lone_surrogates_replaced(data) {
+                Cow::Owned(repaired) => {
+                    self.edges = edges_of(data);
+                    let result = self.decode_event(event_type, &repaired);
+                    self.edges.clear();
+                    result
+                }
+                Cow::Borrowed(_) => Err(error),
+            },
+            result => result,
+        };
         DecodeError::remember(&mut self.failure, result)
     }
 
