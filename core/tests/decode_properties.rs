@@ -531,4 +531,66 @@ proptest! {
             .collect();
         prop_assert_eq!(sent, whole);
     }
+
+    /// The same for an OpenAI Responses output text or refusal: the part's text before its
+    /// `done` event (which replaces it with the whole) and the deltas' events are the text.
+    #[test]
+    fn responses_text_cut_at_any_utf16_index_decodes_to_the_text(
+        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        refusal in any::<bool>(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+    ) {
+        let (kind, field) = if refusal { ("refusal", "refusal") } else { ("output_text", "text") };
+        let units: Vec<u16> = text.encode_utf16().collect();
+        let mut points: Vec<usize> = cuts.iter().map(|c| c.index(units.len() + 1)).collect();
+        points.push(units.len());
+        points.sort_unstable();
+        let mut stream = String::new();
+        let event = |stream: &mut String, name: &str, data: String| sse(stream, Some(name), &data);
+        let response = json!({"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []});
+        event(&mut stream, "response.created", json!({"type": "response.created", "response": response}).to_string());
+        event(&mut stream, "response.output_item.added", json!({"type": "response.output_item.added", "output_index": 0,
+            "item": {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}).to_string());
+        event(&mut stream, "response.content_part.added", json!({"type": "response.content_part.added", "output_index": 0,
+            "content_index": 0, "item_id": "msg_1", "part": {"type": kind, field: ""}}).to_string());
+        let mut from = 0;
+        for to in points {
+            let piece = common::js_stringify(&units[from..to]);
+            event(
+&mut stream,
+                &format!("response.{kind}.delta"),
+                format!(r#"{{"type":"response.{kind}.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":{piece}}}"#),
+            );
+            from = to;
+        }
+        let streamed_len = stream.len();
+        event(&mut stream, &format!("response.{kind}.done"), json!({"type": format!("response.{kind}.done"),
+            "output_index": 0, "content_index": 0, "item_id": "msg_1", field: text}).to_string());
+        let item = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+            "content": [{"type": kind, field: text}]});
+        event(&mut stream, "response.output_item.done", json!({"type": "response.output_item.done", "output_index": 0, "item": item}).to_string());
+        let mut done = response.clone();
+        done["status"] = json!("completed");
+        done["output"] = json!([item]);
+        event(&mut stream, "response.completed", json!({"type": "response.completed", "response": done}).to_string());
+        // The deltas alone: the part's text as accumulated.
+        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+        decoder.feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len])).unwrap();
+        prop_assert_eq!(
+            &decoder.message()["output"][0]["content"][0][field],
+            &Value::from(text.as_str())
+        );
+        let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
+        prop_assert_eq!(&message["output"][0]["content"][0][field], &Value::from(text.as_str()));
+        let sent: String = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::TextDelta { text, .. } => Some(text.as_str()),
+                DecodeEvent::RefusalDelta { refusal, .. } => Some(refusal.as_str()),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(sent, text);
+    }
 }

@@ -3,11 +3,12 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
-use super::json_str;
+use super::json_str::{self, Halves};
 use super::{EventDecoder, decode_lone_surrogates_lossily};
 
 type Object = Map<String, Value>;
@@ -48,7 +49,14 @@ pub struct OpenAiResponsesDecoder {
     failure: Option<DecodeError>,
     events: Vec<DecodeEvent>,
     record: bool,
+    /// The high halves the last text or refusal delta of a content part ended with, waiting for
+    /// the low half the part's next delta starts with (see [`json_str::Halves`]); the part
+    /// shows each as U+FFFD meanwhile.
+    held: Vec<(PartText, u16)>,
 }
+
+/// A content part's text or refusal: (output index, content index, refusal).
+type PartText = (usize, usize, bool);
 
 impl Default for OpenAiResponsesDecoder {
     fn default() -> Self {
@@ -62,8 +70,9 @@ struct TextDelta<'a> {
     output_index: usize,
     #[serde(default)]
     content_index: usize,
+    /// Raw: a JavaScript server may cut a character between two deltas ([`json_str::Halves`]).
     #[serde(borrow)]
-    delta: Cow<'a, str>,
+    delta: &'a RawValue,
 }
 
 fn malformed(event_type: &str, detail: &str) -> DecodeError {
@@ -94,6 +103,7 @@ impl OpenAiResponsesDecoder {
             failure: None,
             events: Vec::new(),
             record: true,
+            held: Vec::new(),
         }
     }
 
@@ -173,29 +183,64 @@ impl OpenAiResponsesDecoder {
     ) -> Result<(), DecodeError> {
         let delta: TextDelta<'_> =
             serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
+        let raw = delta.delta.get();
+        let piece = match raw.strip_prefix('"').and_then(json_str::string_body_halves) {
+            Some((piece, used)) if used + 1 == raw.len() => piece,
+            _ => Halves::whole(
+                serde_json::from_str::<String>(raw)
+                    .map_err(|e| DecodeError::json(event_type, e))?,
+            ),
+        };
+        let key = (delta.output_index, delta.content_index, field != "text");
+        let mut held = match self.held.iter().position(|(part, _)| *part == key) {
+            Some(at) => Some(self.held.swap_remove(at).1),
+            None => None,
+        };
         let part = self.part_mut(event_type, delta.output_index, delta.content_index)?;
-        match part.get_mut(field) {
-            Some(Value::String(text)) => text.push_str(&delta.delta),
+        let text = match part.get_mut(field) {
+            Some(Value::String(text)) => text,
             _ => {
-                part.insert(
-                    field.to_owned(),
-                    Value::String(delta.delta.clone().into_owned()),
-                );
+                part.insert(field.to_owned(), Value::String(String::new()));
+                match part.get_mut(field) {
+                    Some(Value::String(text)) => text,
+                    _ => return Err(malformed(event_type, "the part lost its text")),
+                }
             }
+        };
+        let added = json_str::push_halves(text, &mut held, piece);
+        if let Some(high) = held {
+            self.held.push((key, high));
         }
-        let index = delta.output_index;
-        if field == "text" {
-            self.emit(|| DecodeEvent::TextDelta {
-                index,
-                text: delta.delta.into_owned(),
-            });
-        } else {
+        self.emit_text(key, added.into_owned());
+        Ok(())
+    }
+
+    /// Emits `text` as a delta of the part text `key`.
+    fn emit_text(&mut self, key: PartText, text: String) {
+        let (index, _, refusal) = key;
+        if refusal {
             self.emit(|| DecodeEvent::RefusalDelta {
                 index,
-                refusal: delta.delta.into_owned(),
+                refusal: text,
             });
+        } else {
+            self.emit(|| DecodeEvent::TextDelta { index, text });
         }
-        Ok(())
+    }
+
+    /// Sends the high halves the part texts of output `index` still hold (of content part
+    /// `part` only, with `Some`) as the U+FFFD their text already shows.
+    fn flush_halves(&mut self, index: usize, part: Option<usize>) {
+        let mut at = 0;
+        while at < self.held.len() {
+            let (key, _) = self.held[at];
+            if key.0 == index && part.is_none_or(|p| p == key.1) {
+                self.held.remove(at);
+                self.emit_text(key, char::REPLACEMENT_CHARACTER.to_string());
+            } else {
+                at += 1;
+            }
+        }
     }
 
     /// Seals the tool call at stream index `index` of the snapshot, once.
@@ -367,6 +412,7 @@ impl OpenAiResponsesDecoder {
                 if let Some(item) = event.remove("item").filter(|item| !item.is_null()) {
                     *slot = item;
                 }
+                self.flush_halves(index, None);
                 self.emit(|| DecodeEvent::BlockStop { index });
                 self.seal(index, Ending::Complete);
             }
@@ -397,6 +443,7 @@ impl OpenAiResponsesDecoder {
                 };
                 let index = index_field(&event, "output_index", event_type)?;
                 let part_index = index_field(&event, "content_index", event_type)?;
+                self.flush_halves(index, Some(part_index));
                 if let Some(text) = event.remove(field) {
                     self.part_mut(event_type, index, part_index)?
                         .insert(field.to_owned(), text);
