@@ -318,12 +318,95 @@ fn chat_stream(
     )
 }
 
-/// An Anthropic stream with one block of `kind` whose text is `units` cut at `cuts` (UTF-16
-/// indexes, as a JavaScript gateway cuts text), each piece a delta written by `js_stringify`.
-fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> String {
+/// `units` cut at `cuts` (UTF-16 indexes, as a JavaScript gateway cuts text), each piece as
+/// `JSON.stringify` writes it.
+fn js_pieces(units: &[u16], cuts: &[prop::sample::Index]) -> Vec<String> {
     let mut points: Vec<usize> = cuts.iter().map(|c| c.index(units.len() + 1)).collect();
     points.push(units.len());
     points.sort_unstable();
+    let mut from = 0;
+    points
+        .into_iter()
+        .map(|to| common::js_stringify(&units[std::mem::replace(&mut from, to)..to]))
+        .collect()
+}
+
+/// The text of every text, thinking, tool-input and refusal delta event, in order.
+fn sent_text(events: &[DecodeEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::TextDelta { text, .. } => Some(text.as_str()),
+            DecodeEvent::ThinkingDelta { thinking, .. } => Some(thinking.as_str()),
+            DecodeEvent::InputJsonDelta { partial_json, .. } => Some(partial_json.as_str()),
+            DecodeEvent::RefusalDelta { refusal, .. } => Some(refusal.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An OpenAI Responses stream of one message part of `kind` (`output_text` or `refusal`) whose
+/// `field` is `text`, its deltas `text` cut at `cuts`, then the part's, item's and response's
+/// done events; and the length of the stream up to the last delta.
+fn responses_text_stream(
+    kind: &str,
+    field: &str,
+    text: &str,
+    cuts: &[prop::sample::Index],
+) -> (String, usize) {
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let mut stream = String::new();
+    let event = |stream: &mut String, name: &str, data: String| sse(stream, Some(name), &data);
+    let response = json!({"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []});
+    event(
+        &mut stream,
+        "response.created",
+        json!({"type": "response.created", "response": response}).to_string(),
+    );
+    event(&mut stream, "response.output_item.added", json!({"type": "response.output_item.added", "output_index": 0,
+        "item": {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}).to_string());
+    event(
+        &mut stream,
+        "response.content_part.added",
+        json!({"type": "response.content_part.added", "output_index": 0,
+        "content_index": 0, "item_id": "msg_1", "part": {"type": kind, field: ""}})
+        .to_string(),
+    );
+    for piece in js_pieces(&units, cuts) {
+        let delta = format!(
+            r#"{{"type":"response.{kind}.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":{piece}}}"#
+        );
+        event(&mut stream, &format!("response.{kind}.delta"), delta);
+    }
+    let streamed_len = stream.len();
+    event(
+        &mut stream,
+        &format!("response.{kind}.done"),
+        json!({"type": format!("response.{kind}.done"),
+        "output_index": 0, "content_index": 0, "item_id": "msg_1", field: text})
+        .to_string(),
+    );
+    let item = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+        "content": [{"type": kind, field: text}]});
+    event(
+        &mut stream,
+        "response.output_item.done",
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}).to_string(),
+    );
+    let mut done = response.clone();
+    done["status"] = json!("completed");
+    done["output"] = json!([item]);
+    event(
+        &mut stream,
+        "response.completed",
+        json!({"type": "response.completed", "response": done}).to_string(),
+    );
+    (stream, streamed_len)
+}
+
+/// An Anthropic stream with one block of `kind` whose text is `units` cut at `cuts` (UTF-16
+/// indexes, as a JavaScript gateway cuts text), each piece a delta written by `js_stringify`.
+fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> String {
     let (start, delta_type, field) = match kind {
         "text" => (json!({"type": "text", "text": ""}), "text_delta", "text"),
         "tool" => (
@@ -349,14 +432,11 @@ fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> S
         Some("content_block_start"),
         &block_start.to_string(),
     );
-    let mut from = 0;
-    for to in points {
-        let piece = common::js_stringify(&units[from..to]);
+    for piece in js_pieces(units, cuts) {
         let data = format!(
             r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"{delta_type}","{field}":{piece}}}}}"#
         );
         sse(&mut out, Some("content_block_delta"), &data);
-        from = to;
     }
     sse(
         &mut out,
@@ -470,16 +550,7 @@ proptest! {
         let field = if kind == "tool" { "input" } else { kind };
         let expected = if kind == "tool" { input } else { Value::from(text.as_str()) };
         prop_assert_eq!(&message["content"][0][field], &expected);
-        let sent: String = events
-            .iter()
-            .filter_map(|e| match e {
-                DecodeEvent::TextDelta { text, .. } => Some(text.as_str()),
-                DecodeEvent::ThinkingDelta { thinking, .. } => Some(thinking.as_str()),
-                DecodeEvent::InputJsonDelta { partial_json, .. } => Some(partial_json.as_str()),
-                _ => None,
-            })
-            .collect();
-        prop_assert_eq!(sent, whole);
+        prop_assert_eq!(sent_text(&events), whole);
     }
 
     /// The same for an OpenAI Chat choice's content or refusal: cut at any UTF-16 index into
@@ -497,9 +568,6 @@ proptest! {
         // The first chunk names the role and may carry text of its own.
         let whole = format!("{first}{text}");
         let units: Vec<u16> = text.encode_utf16().collect();
-        let mut points: Vec<usize> = cuts.iter().map(|c| c.index(units.len() + 1)).collect();
-        points.push(units.len());
-        points.sort_unstable();
         let mut stream = String::new();
         let chunk = |delta: &str, finish: &str| {
             format!(
@@ -508,11 +576,8 @@ proptest! {
         };
         let opening = format!(r#"{{"role":"assistant","{field}":{}}}"#, Value::from(first.as_str()));
         sse(&mut stream, None, &chunk(&opening, "null"));
-        let mut from = 0;
-        for to in points {
-            let piece = common::js_stringify(&units[from..to]);
+        for piece in js_pieces(&units, &cuts) {
             sse(&mut stream, None, &chunk(&format!(r#"{{"{field}":{piece}}}"#), "null"));
-            from = to;
         }
         sse(&mut stream, None, &chunk("{}", r#""stop""#));
         sse(&mut stream, None, "[DONE]");
@@ -521,15 +586,7 @@ proptest! {
             &message["choices"][0]["message"][field],
             &Value::from(whole.as_str())
         );
-        let sent: String = events
-            .iter()
-            .filter_map(|e| match e {
-                DecodeEvent::TextDelta { text, .. } => Some(text.as_str()),
-                DecodeEvent::RefusalDelta { refusal, .. } => Some(refusal.as_str()),
-                _ => None,
-            })
-            .collect();
-        prop_assert_eq!(sent, whole);
+        prop_assert_eq!(sent_text(&events), whole);
     }
 
     /// The same for an OpenAI Responses output text or refusal: the part's text before its
@@ -542,38 +599,7 @@ proptest! {
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
     ) {
         let (kind, field) = if refusal { ("refusal", "refusal") } else { ("output_text", "text") };
-        let units: Vec<u16> = text.encode_utf16().collect();
-        let mut points: Vec<usize> = cuts.iter().map(|c| c.index(units.len() + 1)).collect();
-        points.push(units.len());
-        points.sort_unstable();
-        let mut stream = String::new();
-        let event = |stream: &mut String, name: &str, data: String| sse(stream, Some(name), &data);
-        let response = json!({"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []});
-        event(&mut stream, "response.created", json!({"type": "response.created", "response": response}).to_string());
-        event(&mut stream, "response.output_item.added", json!({"type": "response.output_item.added", "output_index": 0,
-            "item": {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}).to_string());
-        event(&mut stream, "response.content_part.added", json!({"type": "response.content_part.added", "output_index": 0,
-            "content_index": 0, "item_id": "msg_1", "part": {"type": kind, field: ""}}).to_string());
-        let mut from = 0;
-        for to in points {
-            let piece = common::js_stringify(&units[from..to]);
-            event(
-&mut stream,
-                &format!("response.{kind}.delta"),
-                format!(r#"{{"type":"response.{kind}.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":{piece}}}"#),
-            );
-            from = to;
-        }
-        let streamed_len = stream.len();
-        event(&mut stream, &format!("response.{kind}.done"), json!({"type": format!("response.{kind}.done"),
-            "output_index": 0, "content_index": 0, "item_id": "msg_1", field: text}).to_string());
-        let item = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-            "content": [{"type": kind, field: text}]});
-        event(&mut stream, "response.output_item.done", json!({"type": "response.output_item.done", "output_index": 0, "item": item}).to_string());
-        let mut done = response.clone();
-        done["status"] = json!("completed");
-        done["output"] = json!([item]);
-        event(&mut stream, "response.completed", json!({"type": "response.completed", "response": done}).to_string());
+        let (stream, streamed_len) = responses_text_stream(kind, field, &text, &cuts);
         // The deltas alone: the part's text as accumulated.
         let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
         decoder.feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len])).unwrap();
@@ -583,14 +609,6 @@ proptest! {
         );
         let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
         prop_assert_eq!(&message["output"][0]["content"][0][field], &Value::from(text.as_str()));
-        let sent: String = events
-            .iter()
-            .filter_map(|e| match e {
-                DecodeEvent::TextDelta { text, .. } => Some(text.as_str()),
-                DecodeEvent::RefusalDelta { refusal, .. } => Some(refusal.as_str()),
-                _ => None,
-            })
-            .collect();
-        prop_assert_eq!(sent, text);
+        prop_assert_eq!(sent_text(&events), text);
     }
 }

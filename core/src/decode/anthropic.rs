@@ -188,14 +188,7 @@ fn parse<'a, T: Deserialize<'a>>(event_type: &str, data: &'a str) -> Result<T, D
 
 /// A string field the typed form kept raw, read with the halves of characters at its ends.
 fn string_value<'a>(event_type: &str, raw: &'a RawValue) -> Result<Halves<'a>, DecodeError> {
-    let json = raw.get();
-    if let Some(body) = json.strip_prefix('"')
-        && let Some((halves, used)) = json_str::string_body_halves(body)
-        && used == body.len()
-    {
-        return Ok(halves);
-    }
-    parse::<String>(event_type, json).map(Halves::whole)
+    json_str::raw_string_halves(raw).map_err(|e| DecodeError::json(event_type, e))
 }
 
 fn is_tool_like(block: &ContentBlock) -> bool {

@@ -2,6 +2,8 @@
 
 use std::borrow::Cow;
 
+use serde_json::value::RawValue;
+
 /// Decodes the body of a JSON string that starts right after its opening quote. Returns the
 /// text (borrowed when it holds no escapes) and the offset just past the closing quote, or
 /// `None` if the string is unterminated or not valid JSON (the caller then falls back to the
@@ -37,7 +39,8 @@ pub(crate) fn push_body(s: &str, out: &mut String) -> Option<usize> {
 /// neighbours: a stream may split a character outside the Basic Multilingual Plane between two
 /// deltas, each delta's string then holding one lone surrogate escape (`..\ud83d"` and
 /// `"\ude00..`). JavaScript's string concatenation (the TypeScript SDK's accumulation) joins
-/// them back into the character; [`Halves`] lets a decoder do the same. A lone surrogate anywhere else reads as U+FFFD.
+/// them back into the character; [`Halves`] lets a decoder do the same. A lone surrogate
+/// anywhere else reads as U+FFFD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Halves<'a> {
     /// A lone low surrogate escape that starts the body.
@@ -77,6 +80,20 @@ pub(crate) fn string_body_halves(s: &str) -> Option<(Halves<'_>, usize)> {
     let used = decode(s, &mut out, Some(&mut halves))?;
     halves.text = Cow::Owned(out);
     Some((halves, used))
+}
+
+/// A JSON string kept raw by a typed form (`&RawValue`, which serde_json does not check for lone
+/// surrogates), read with [`string_body_halves`]; a value that is not a string is serde_json's
+/// error.
+pub(crate) fn raw_string_halves(raw: &RawValue) -> Result<Halves<'_>, serde_json::Error> {
+    let json = raw.get();
+    if let Some(body) = json.strip_prefix('"')
+        && let Some((halves, used)) = string_body_halves(body)
+        && used == body.len()
+    {
+        return Ok(halves);
+    }
+    serde_json::from_str::<String>(json).map(Halves::whole)
 }
 
 /// The character of a high and a low surrogate (U+FFFD if they are not one).

@@ -70,6 +70,34 @@ struct Edges {
     high_last: Option<u16>,
 }
 
+impl Edges {
+    /// The halves of a delta string `text` parsed after its lone surrogates were read as U+FFFD
+    /// (`lone_surrogates_replaced`): the U+FFFD of each edge half taken off again.
+    fn halves(self, text: String) -> json_str::Halves<'static> {
+        let mut body = text.as_str();
+        if self.low_first.is_some() {
+            body = body
+                .strip_prefix(char::REPLACEMENT_CHARACTER)
+                .unwrap_or(body);
+        }
+        if self.high_last.is_some() {
+            body = body
+                .strip_suffix(char::REPLACEMENT_CHARACTER)
+                .unwrap_or(body);
+        }
+        let text = if body.len() == text.len() {
+            text
+        } else {
+            body.to_owned()
+        };
+        json_str::Halves {
+            low_first: self.low_first,
+            text: Cow::Owned(text),
+            high_last: self.high_last,
+        }
+    }
+}
+
 /// A choice's [`Edges`] in one chunk: (choice index, content, refusal).
 type ChunkEdges = (usize, Edges, Edges);
 
@@ -104,9 +132,8 @@ fn edges_of(data: &str) -> Vec<ChunkEdges> {
         return Vec::new();
     };
     let edges = |raw: Option<&RawValue>| {
-        raw.and_then(|raw| raw.get().strip_prefix('"'))
-            .and_then(json_str::string_body_halves)
-            .map_or(Edges::default(), |(halves, _)| Edges {
+        raw.and_then(|raw| json_str::raw_string_halves(raw).ok())
+            .map_or(Edges::default(), |halves| Edges {
                 low_first: halves.low_first,
                 high_last: halves.high_last,
             })
@@ -125,50 +152,26 @@ fn edges_of(data: &str) -> Vec<ChunkEdges> {
         .collect()
 }
 
-/// Applies one delta string (`delta`, as parsed: lone surrogates already U+FFFD) to the high half
-/// a choice holds for it: `existing` is the message's text so far, which ends with a provisional
-/// U+FFFD while `held` is a high half. A low half starting the delta joins a held high half into
-/// their character; a held half the delta does not continue stays U+FFFD, and is sent with this
-/// delta's event. A high half ending the delta stays U+FFFD in the message and is held back from
-/// the event. Returns the event's text (`None`: the delta has no such string).
+/// Applies one delta string (`delta`, as parsed: a lone surrogate already U+FFFD) to the high
+/// half a choice holds for it, with [`json_str::push_halves`]: `existing` is the message's text
+/// so far (it takes the joined text, and `delta` is left empty), or `None` when the delta's text
+/// becomes the message's (`delta` then holds the joined text). Returns the delta's event text
+/// (`None`: the delta has no such string).
 fn join_choice_halves(
     existing: Option<&mut Value>,
     delta: Option<&mut Value>,
     held: &mut Option<u16>,
     edges: Edges,
 ) -> Option<String> {
-    const LONE: char = char::REPLACEMENT_CHARACTER;
     let Some(Value::String(text)) = delta else {
         return None;
     };
-    if text.is_empty() {
-        // `"\ud83d" + ""` is still half a character.
-        return Some(String::new());
-    }
-    let mut event = String::with_capacity(text.len() + LONE.len_utf8());
-    match (held.take(), edges.low_first) {
-        (Some(high), Some(low)) if text.starts_with(LONE) => {
-            text.replace_range(
-                ..LONE.len_utf8(),
-                json_str::surrogate_pair(high, low).encode_utf8(&mut [0; 4]),
-            );
-            if let Some(Value::String(existing)) = existing
-                && let Some(kept) = existing.strip_suffix(LONE).map(str::len)
-            {
-                existing.truncate(kept);
-            }
-        }
-        (Some(_), _) => event.push(LONE),
-        (None, _) => {}
-    }
-    event.push_str(text);
-    if let Some(high) = edges.high_last
-        && let Some(kept) = event.strip_suffix(LONE).map(str::len)
-    {
-        event.truncate(kept);
-        *held = Some(high);
-    }
-    Some(event)
+    let piece = edges.halves(std::mem::take(text));
+    let event = match existing {
+        Some(Value::String(existing)) => json_str::push_halves(existing, held, piece),
+        _ => json_str::push_halves(text, held, piece),
+    };
+    Some(event.into_owned())
 }
 
 /// The previous chunk's bytes around its one appended string, when that chunk only appended

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
-use super::json_str::{self, Halves};
+use super::json_str;
 use super::{EventDecoder, decode_lone_surrogates_lossily};
 
 type Object = Map<String, Value>;
@@ -183,29 +183,23 @@ impl OpenAiResponsesDecoder {
     ) -> Result<(), DecodeError> {
         let delta: TextDelta<'_> =
             serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
-        let raw = delta.delta.get();
-        let piece = match raw.strip_prefix('"').and_then(json_str::string_body_halves) {
-            Some((piece, used)) if used + 1 == raw.len() => piece,
-            _ => Halves::whole(
-                serde_json::from_str::<String>(raw)
-                    .map_err(|e| DecodeError::json(event_type, e))?,
-            ),
-        };
+        let piece = json_str::raw_string_halves(delta.delta)
+            .map_err(|e| DecodeError::json(event_type, e))?;
         let key = (delta.output_index, delta.content_index, field != "text");
         let mut held = match self.held.iter().position(|(part, _)| *part == key) {
             Some(at) => Some(self.held.swap_remove(at).1),
             None => None,
         };
         let part = self.part_mut(event_type, delta.output_index, delta.content_index)?;
-        let text = match part.get_mut(field) {
-            Some(Value::String(text)) => text,
-            _ => {
-                part.insert(field.to_owned(), Value::String(String::new()));
-                match part.get_mut(field) {
-                    Some(Value::String(text)) => text,
-                    _ => return Err(malformed(event_type, "the part lost its text")),
-                }
-            }
+        let slot = part
+            .entry(field)
+            .or_insert_with(|| Value::String(String::new()));
+        if !slot.is_string() {
+            // A part whose text is not a string takes the delta's, as before.
+            *slot = Value::String(String::new());
+        }
+        let Value::String(text) = slot else {
+            return Err(malformed(event_type, "the part's text is not a string"));
         };
         let added = json_str::push_halves(text, &mut held, piece);
         if let Some(high) = held {
