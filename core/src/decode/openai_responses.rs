@@ -186,10 +186,8 @@ impl OpenAiResponsesDecoder {
         let piece = json_str::raw_string_halves(delta.delta)
             .map_err(|e| DecodeError::json(event_type, e))?;
         let key = (delta.output_index, delta.content_index, field != "text");
-        let mut held = match self.held.iter().position(|(part, _)| *part == key) {
-            Some(at) => Some(self.held.swap_remove(at).1),
-            None => None,
-        };
+        let at = self.held.iter().position(|(part, _)| *part == key);
+        let mut held = at.map(|at| self.held.swap_remove(at).1);
         let part = self.part_mut(event_type, delta.output_index, delta.content_index)?;
         let slot = part
             .entry(field)
