@@ -1,9 +1,9 @@
 //! The fitting corpus: text found on the machine plus deterministic generators.
 //!
 //! Sources (all read locally, nothing downloaded):
-//! - `prose`: licence texts in `/usr/share/common-licenses` and `README*.md` files of the crates
-//!   in `~/.cargo/registry/src`.
-//! - `rust`: `.rs` files of the crates in the cargo registry.
+//! - `prose`: licence texts in `/usr/share/common-licenses` and `README*.md` files of the
+//!   workspace's locked crates in `~/.cargo/registry/src`.
+//! - `rust`: `.rs` files of the locked crates in the cargo registry.
 //! - `python`: `.py` files of the Python standard library.
 //! - `zh`, `ja`, `ko`, `cyrillic`, `latin-eu`: translated man pages under `/usr/share/man/<lang>`
 //!   (groff markup stripped) plus Python's `test/cjkencodings/*-utf8.txt`. CJK text exists on
@@ -13,7 +13,16 @@
 //!   Armenian...) and three-byte ones (Indic, Thai, Georgian...).
 //! - `json`, `logs`, `base64`, `hex`, `uuid`, `transcript`, `session`, `tree`: generated from a seeded PRNG and the embedded word list below, so they are
 //!   identical on every machine.
+//!
+//! Reproducibility: a file's documents depend only on the file, its category and the seed
+//! (each file cuts its text with a generator of its own), and only the crates of the
+//! workspace's `Cargo.lock` are read from the registry (so `cargo fetch` gets every one of them
+//! on another machine). A [`Selection`] built from `tests/tokens/manifest.json` reads exactly the
+//! files the committed fit read, so crates or packages the machine holds besides them change
+//! nothing; a fresh selection reads every file found.
 
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -68,10 +77,15 @@ pub struct Roots {
     pub man: PathBuf,
     /// Gettext catalogs (`<lang>/LC_MESSAGES/*.mo`).
     pub locale: PathBuf,
+    /// The registry directories (`<name>-<version>`) that may be read: the packages of the
+    /// workspace's `Cargo.lock`. A crate another project left in the shared registry is not
+    /// read, so every file a fit reads from the registry can be fetched on any machine.
+    pub crates: BTreeSet<String>,
 }
 
 impl Roots {
-    pub fn detect() -> Roots {
+    /// This machine's roots; registry crates restricted to the packages of `cargo_lock`.
+    pub fn detect(cargo_lock: &Path) -> std::io::Result<Roots> {
         let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
         let registry_src = Path::new(&home).join(".cargo/registry/src");
         // The registry has one directory per index (e.g. `index.crates.io-<hash>`).
@@ -79,13 +93,107 @@ impl Roots {
             .into_iter()
             .find(|p| p.is_dir())
             .unwrap_or(registry_src);
-        Roots {
+        Ok(Roots {
             cargo_registry,
             python_stdlib: PathBuf::from("/root/.pyenv/versions/3.11.7/lib/python3.11"),
             licenses: PathBuf::from("/usr/share/common-licenses"),
             man: PathBuf::from("/usr/share/man"),
             locale: PathBuf::from("/usr/share/locale"),
+            crates: locked_packages(&fs::read_to_string(cargo_lock)?),
+        })
+    }
+
+    /// The files of the registry's locked crates accepted by `keep`, sorted.
+    fn registry_files(&self, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for dir in list_dir(&self.cargo_registry) {
+            let locked = dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| self.crates.contains(n));
+            if locked {
+                walk(&dir, keep, &mut out);
+            }
         }
+        out
+    }
+}
+
+/// The `<name>-<version>` of every registry package in a `Cargo.lock` (the workspace's own
+/// packages, which have no `source`, are left out).
+pub fn locked_packages(lock: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for package in lock.split("[[package]]").skip(1) {
+        let field = |key: &str| {
+            package.lines().find_map(|line| {
+                let value = line.strip_prefix(key)?.trim_start().strip_prefix('=')?;
+                Some(value.trim().trim_matches('"').to_owned())
+            })
+        };
+        if let (Some(name), Some(version), Some(source)) =
+            (field("name"), field("version"), field("source"))
+            && source.starts_with("registry+")
+        {
+            out.insert(format!("{name}-{version}"));
+        }
+    }
+    out
+}
+
+/// Which of the machine's files a corpus is read from, and the seed of their documents.
+pub struct Selection {
+    seed: u64,
+    /// Per category, the files to read (their [`stable_path`]s); `None` reads every file found.
+    listed: Option<BTreeMap<String, BTreeSet<String>>>,
+    /// Listed files this machine does not have (`category: path`).
+    missing: RefCell<Vec<String>>,
+}
+
+impl Selection {
+    /// Every file found on the machine: a new corpus.
+    pub fn fresh(seed: u64) -> Selection {
+        Selection {
+            seed,
+            listed: None,
+            missing: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Only the files `listed` (per category, stable paths as [`stable_path`] gives them and
+    /// the manifest records them): the corpus a fit with the same seed read, whatever else the
+    /// machine holds. A category absent from `listed` reads no file.
+    pub fn listed(seed: u64, listed: BTreeMap<String, BTreeSet<String>>) -> Selection {
+        Selection {
+            seed,
+            listed: Some(listed),
+            missing: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The listed files not found so far (`category: path`).
+    pub fn missing(&self) -> Vec<String> {
+        self.missing.borrow().clone()
+    }
+
+    /// `files` narrowed to the category's listed ones (every one for a fresh selection),
+    /// recording the listed files that are not among them.
+    fn narrow(&self, category: &str, files: Vec<PathBuf>) -> Vec<PathBuf> {
+        let Some(listed) = &self.listed else {
+            return files;
+        };
+        let empty = BTreeSet::new();
+        let wanted = listed.get(category).unwrap_or(&empty);
+        let files: Vec<PathBuf> = files
+            .into_iter()
+            .filter(|p| wanted.contains(&stable_path(p)))
+            .collect();
+        let found: BTreeSet<String> = files.iter().map(|p| stable_path(p)).collect();
+        self.missing.borrow_mut().extend(
+            wanted
+                .difference(&found)
+                .map(|path| format!("{category}: {path}")),
+        );
+        files
     }
 }
 
@@ -307,38 +415,44 @@ fn docs_from_files(
     category: &'static str,
     files: Vec<PathBuf>,
     transform: &dyn Fn(String) -> String,
-    seed: u64,
+    selection: &Selection,
     limit: usize,
     per_file: usize,
 ) -> Vec<Doc> {
     docs_read_from_files(
-        category, files, &read_text, transform, seed, limit, per_file,
+        category, files, &read_text, transform, selection, limit, per_file,
     )
 }
 
 /// [`docs_from_files`] with its own reader (gettext catalogs are binary).
 fn docs_read_from_files(
     category: &'static str,
-    mut files: Vec<PathBuf>,
+    files: Vec<PathBuf>,
     read: &dyn Fn(&Path) -> Option<String>,
     transform: &dyn Fn(String) -> String,
-    seed: u64,
+    selection: &Selection,
     limit: usize,
     per_file: usize,
 ) -> Vec<Doc> {
-    // Each category has its own stream, and files are visited in the order of a hash of their
-    // path below the source root, so files added to the machine later (new crates in the
-    // registry) only insert themselves instead of reshuffling every category.
-    let mut rng = Rng::new(seed ^ fnv1a(category.as_bytes()));
-    let rng = &mut rng;
-    files.sort_by_key(|p| fnv1a(stable_path(p).as_bytes()) ^ seed);
+    let seed = selection.seed;
+    // Files are visited in the order of a hash of their path below the source root, and each
+    // cuts its text with a generator seeded from that path: a file's documents do not depend
+    // on which other files the machine holds, so reading only a manifest's files gives the
+    // same documents as the fit that wrote it.
+    let mut files: Vec<(String, PathBuf)> = selection
+        .narrow(category, files)
+        .into_iter()
+        .map(|p| (stable_path(&p), p))
+        .collect();
+    files.sort_by_key(|(stable, _)| fnv1a(stable.as_bytes()) ^ seed);
     let mut docs = Vec::new();
-    for path in files {
+    for (stable, path) in files {
         let Some(text) = read(&path) else {
             continue;
         };
         let text = transform(text);
-        for piece in chunk(&text, rng, 800, 6_000, per_file) {
+        let mut rng = Rng::new(seed ^ fnv1a(format!("{category}\0{stable}").as_bytes()));
+        for piece in chunk(&text, &mut rng, 800, 6_000, per_file) {
             docs.push(Doc {
                 category,
                 source: path.display().to_string(),
@@ -352,6 +466,17 @@ fn docs_read_from_files(
     docs
 }
 
+/// A fingerprint of a category's documents (FNV-1a over their texts, each ended by a NUL),
+/// in hex: the manifest records it so that a later run can tell it read the same corpus.
+pub fn fingerprint(texts: &[&str]) -> String {
+    let mut bytes = Vec::with_capacity(texts.iter().map(|t| t.len() + 1).sum());
+    for text in texts {
+        bytes.extend_from_slice(text.as_bytes());
+        bytes.push(0);
+    }
+    format!("{:016x}", fnv1a(&bytes))
+}
+
 /// FNV-1a, 64 bits.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
@@ -361,7 +486,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// The part of a path that does not depend on the machine (below the registry index directory,
 /// the Python prefix or `/usr/share`).
-fn stable_path(path: &Path) -> String {
+pub fn stable_path(path: &Path) -> String {
     let s = path.display().to_string();
     for marker in ["/registry/src/", "/lib/python3.11/", "/usr/share/"] {
         if let Some(at) = s.find(marker) {
@@ -378,32 +503,22 @@ fn stable_path(path: &Path) -> String {
 
 /// Builds the whole corpus: `limit` documents per category (fewer where the machine has less),
 /// plus `sessions` simulated agent sessions.
-pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc> {
+pub fn build(roots: &Roots, selection: &Selection, limit: usize, sessions: usize) -> Vec<Doc> {
+    let seed = selection.seed;
     let mut docs = Vec::new();
     let ident = |s: String| s;
 
     let mut prose = Vec::new();
     walk(&roots.licenses, &|_| true, &mut prose);
-    let mut readmes = Vec::new();
-    walk(
-        &roots.cargo_registry,
-        &|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("README") && n.ends_with(".md"))
-        },
-        &mut readmes,
-    );
-    prose.extend(readmes);
-    docs.extend(docs_from_files("prose", prose, &ident, seed, limit, 3));
+    prose.extend(roots.registry_files(&|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("README") && n.ends_with(".md"))
+    }));
+    docs.extend(docs_from_files("prose", prose, &ident, selection, limit, 3));
 
-    let mut rust = Vec::new();
-    walk(
-        &roots.cargo_registry,
-        &|p| p.extension().is_some_and(|e| e == "rs"),
-        &mut rust,
-    );
-    docs.extend(docs_from_files("rust", rust, &ident, seed, limit, 1));
+    let rust = roots.registry_files(&|p| p.extension().is_some_and(|e| e == "rs"));
+    docs.extend(docs_from_files("rust", rust, &ident, selection, limit, 1));
 
     let mut python = Vec::new();
     walk(
@@ -414,7 +529,9 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         },
         &mut python,
     );
-    docs.extend(docs_from_files("python", python, &ident, seed, limit, 1));
+    docs.extend(docs_from_files(
+        "python", python, &ident, selection, limit, 1,
+    ));
 
     let groff = |s: String| strip_groff(&s);
     let man = |langs: &[&str]| {
@@ -445,7 +562,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         "big5hkscs",
         "hz",
     ]));
-    docs.extend(docs_from_files("zh", zh, &groff, seed, limit, 4));
+    docs.extend(docs_from_files("zh", zh, &groff, selection, limit, 4));
     let mut ja = man(&["ja"]);
     ja.extend(cjk_test(&[
         "euc_jp",
@@ -453,15 +570,15 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         "euc_jisx0213",
         "iso2022_jp",
     ]));
-    docs.extend(docs_from_files("ja", ja, &groff, seed, limit, 4));
+    docs.extend(docs_from_files("ja", ja, &groff, selection, limit, 4));
     let mut ko = man(&["ko"]);
     ko.extend(cjk_test(&["euc_kr", "cp949", "johab", "iso2022_kr"]));
-    docs.extend(docs_from_files("ko", ko, &groff, seed, limit, 6));
+    docs.extend(docs_from_files("ko", ko, &groff, selection, limit, 6));
     docs.extend(docs_from_files(
         "cyrillic",
         man(&["ru", "uk", "sr"]),
         &groff,
-        seed,
+        selection,
         limit,
         2,
     ));
@@ -471,7 +588,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
             "de", "fr", "es", "it", "pt", "pt_BR", "pl", "nl", "sv", "cs", "hu", "tr", "ro",
         ]),
         &groff,
-        seed,
+        selection,
         limit,
         1,
     ));
@@ -486,7 +603,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         catalogs(ABJAD_GREEK),
         &read_mo,
         &ident,
-        seed,
+        selection,
         limit,
         2,
     ));
@@ -495,7 +612,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         catalogs(INDIC_SEA),
         &read_mo,
         &ident,
-        seed,
+        selection,
         limit,
         2,
     ));
@@ -1456,14 +1573,15 @@ const LOREM: &[&str] = &[
 /// which no source on the machine has but real inputs may. Without them the fit is free to price such text (Latin
 /// words with no accent and few rare letters) like English, far below its exact count in every
 /// vocabulary; an under-estimate costs a rejected request.
-pub fn guard_docs(roots: &Roots, seed: u64) -> Vec<Doc> {
+pub fn guard_docs(roots: &Roots, selection: &Selection) -> Vec<Doc> {
+    let seed = selection.seed;
     let mut g = Rng::new(seed ^ 0x6C6F_7265_6D00);
     let mut docs = docs_read_from_files(
         "guard-scripts",
         catalog_files(roots, COSTLY_SCRIPTS),
         &read_mo,
         &|s| s,
-        seed,
+        selection,
         24,
         1,
     );
@@ -1523,4 +1641,164 @@ pub fn guard_docs(roots: &Roots, seed: u64) -> Vec<Doc> {
         docs.push(generated("guard-table", n, gen_box_table(&mut t)));
     }
     docs
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory of text files (`name`, lines of `word`), removed when dropped.
+    struct Files(PathBuf);
+
+    impl Files {
+        fn new(test: &str, files: &[(&str, &str)]) -> Files {
+            let dir =
+                std::env::temp_dir().join(format!("fit-corpus-{test}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).unwrap();
+            for (name, word) in files {
+                let text: String = (0..400).map(|i| format!("{word} line {i}\n")).collect();
+                fs::write(dir.join(name), text).unwrap();
+            }
+            Files(dir)
+        }
+
+        fn path(&self, name: &str) -> PathBuf {
+            self.0.join(name)
+        }
+    }
+
+    impl Drop for Files {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn texts_of(docs: &[Doc], source: &Path) -> Vec<String> {
+        let source = source.display().to_string();
+        docs.iter()
+            .filter(|d| d.source == source)
+            .map(|d| d.text.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_files_documents_do_not_depend_on_the_other_files() {
+        let files = Files::new(
+            "independent",
+            &[("a.txt", "alpha"), ("b.txt", "beta"), ("c.txt", "gamma")],
+        );
+        let read = |names: &[&str]| {
+            let paths = names.iter().map(|n| files.path(n)).collect();
+            docs_from_files("prose", paths, &|s| s, &Selection::fresh(7), 100, 3)
+        };
+        let all = read(&["a.txt", "b.txt", "c.txt"]);
+        let alone = read(&["a.txt"]);
+        let a = texts_of(&alone, &files.path("a.txt"));
+        assert!(a.len() >= 2, "{}", a.len());
+        assert_eq!(texts_of(&all, &files.path("a.txt")), a);
+        // The seed still decides how a file is cut.
+        let reseeded = docs_from_files(
+            "prose",
+            vec![files.path("a.txt")],
+            &|s| s,
+            &Selection::fresh(8),
+            100,
+            3,
+        );
+        assert_ne!(texts_of(&reseeded, &files.path("a.txt")), a);
+    }
+
+    #[test]
+    fn a_listed_selection_reads_its_files_and_names_the_missing_ones() {
+        let files = Files::new("listed", &[("a.txt", "alpha"), ("b.txt", "beta")]);
+        let listed = BTreeMap::from([(
+            "prose".to_owned(),
+            BTreeSet::from([
+                stable_path(&files.path("a.txt")),
+                stable_path(&files.path("gone.txt")),
+            ]),
+        )]);
+        let selection = Selection::listed(7, listed);
+        let paths = vec![files.path("a.txt"), files.path("b.txt")];
+        let docs = docs_from_files("prose", paths.clone(), &|s| s, &selection, 100, 3);
+        let fresh = docs_from_files("prose", paths, &|s| s, &Selection::fresh(7), 100, 3);
+        assert!(!docs.is_empty());
+        assert!(docs.iter().all(|d| d.source.ends_with("a.txt")));
+        assert_eq!(
+            texts_of(&docs, &files.path("a.txt")),
+            texts_of(&fresh, &files.path("a.txt"))
+        );
+        assert_eq!(
+            selection.missing(),
+            [format!("prose: {}", stable_path(&files.path("gone.txt")))]
+        );
+        // A category the manifest does not list reads nothing.
+        assert!(
+            docs_from_files(
+                "rust",
+                vec![files.path("b.txt")],
+                &|s| s,
+                &selection,
+                100,
+                3
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_locked_registry_packages_are_read_from_cargo_lock() {
+        let lock = r#"version = 4
+
+[[package]]
+name = "ferroloop"
+version = "0.1.0"
+dependencies = [
+ "memchr",
+]
+
+[[package]]
+name = "memchr"
+version = "2.7.4"
+source = "registry+https://github.com/rust-lang/crates.io-index"
+checksum = "78ca9ab1a0babb1e7d5695e3530886289c18cf2f87ec19a575a0abdce112e3a3"
+
+[[package]]
+name = "from-git"
+version = "1.0.0"
+source = "git+https://example.com/from-git#0123"
+"#;
+        assert_eq!(
+            locked_packages(lock),
+            BTreeSet::from(["memchr-2.7.4".to_owned()])
+        );
+    }
+
+    #[test]
+    fn stable_paths_drop_the_machine_part() {
+        assert_eq!(
+            stable_path(Path::new(
+                "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/memchr-2.7.4/README.md"
+            )),
+            "memchr-2.7.4/README.md"
+        );
+        assert_eq!(
+            stable_path(Path::new("/usr/share/man/de/man1/ls.1.gz")),
+            "man/de/man1/ls.1.gz"
+        );
+        assert_eq!(
+            stable_path(Path::new("/opt/python/lib/python3.11/json/decoder.py")),
+            "json/decoder.py"
+        );
+    }
+
+    #[test]
+    fn fingerprints_tell_documents_apart() {
+        assert_eq!(fingerprint(&["ab", "c"]), fingerprint(&["ab", "c"]));
+        assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["a", "bc"]));
+        assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["ab", "d"]));
+        assert_eq!(fingerprint(&[]).len(), 16);
+    }
 }
