@@ -404,6 +404,60 @@ fn responses_text_stream(
     (stream, streamed_len)
 }
 
+/// An OpenAI Responses stream of one function call whose arguments are `arguments` cut at
+/// `cuts` (UTF-16 indexes), then the call's, item's and response's done events; and the length
+/// of the stream up to the last delta.
+fn responses_arguments_stream(arguments: &str, cuts: &[prop::sample::Index]) -> (String, usize) {
+    let units: Vec<u16> = arguments.encode_utf16().collect();
+    let mut stream = String::new();
+    let event = |stream: &mut String, name: &str, data: String| sse(stream, Some(name), &data);
+    let response = json!({"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []});
+    event(
+        &mut stream,
+        "response.created",
+        json!({"type": "response.created", "response": response}).to_string(),
+    );
+    let call = |status: &str, arguments: &str| {
+        json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup",
+            "arguments": arguments, "status": status})
+    };
+    event(
+        &mut stream,
+        "response.output_item.added",
+        json!({"type": "response.output_item.added", "output_index": 0, "item": call("in_progress", "")})
+            .to_string(),
+    );
+    for piece in js_pieces(&units, cuts) {
+        let delta = format!(
+            r#"{{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_1","delta":{piece}}}"#
+        );
+        event(&mut stream, "response.function_call_arguments.delta", delta);
+    }
+    let streamed_len = stream.len();
+    event(
+        &mut stream,
+        "response.function_call_arguments.done",
+        json!({"type": "response.function_call_arguments.done", "output_index": 0,
+            "item_id": "fc_1", "arguments": arguments})
+        .to_string(),
+    );
+    let item = call("completed", arguments);
+    event(
+        &mut stream,
+        "response.output_item.done",
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}).to_string(),
+    );
+    let mut done = response.clone();
+    done["status"] = json!("completed");
+    done["output"] = json!([item]);
+    event(
+        &mut stream,
+        "response.completed",
+        json!({"type": "response.completed", "response": done}).to_string(),
+    );
+    (stream, streamed_len)
+}
+
 /// An Anthropic stream with one block of `kind` whose text is `units` cut at `cuts` (UTF-16
 /// indexes, as a JavaScript gateway cuts text), each piece a delta written by `js_stringify`.
 fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> String {
@@ -610,5 +664,27 @@ proptest! {
         let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
         prop_assert_eq!(&message["output"][0]["content"][0][field], &Value::from(text.as_str()));
         prop_assert_eq!(sent_text(&events), text);
+    }
+
+    /// The same for an OpenAI Responses function call's arguments (JSON text whose strings
+    /// hold characters outside the BMP unescaped, as a model writes them): the call's arguments
+    /// before their `done` event, and the deltas' events, are the arguments.
+    #[test]
+    fn responses_arguments_cut_at_any_utf16_index_decode_to_the_arguments(
+        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+    ) {
+        let arguments = json!({"query": text}).to_string();
+        let (stream, streamed_len) = responses_arguments_stream(&arguments, &cuts);
+        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+        decoder.feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len])).unwrap();
+        prop_assert_eq!(
+            &decoder.message()["output"][0]["arguments"],
+            &Value::from(arguments.as_str())
+        );
+        let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
+        prop_assert_eq!(&message["output"][0]["arguments"], &Value::from(arguments.as_str()));
+        prop_assert_eq!(sent_text(&events), arguments);
     }
 }

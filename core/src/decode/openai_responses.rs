@@ -49,19 +49,39 @@ pub struct OpenAiResponsesDecoder {
     failure: Option<DecodeError>,
     events: Vec<DecodeEvent>,
     record: bool,
-    /// The high halves the last text or refusal delta of a content part ended with, waiting for
-    /// the low half the part's next delta starts with (see [`json_str::Halves`]); the part
-    /// shows each as U+FFFD meanwhile.
+    /// The high halves the last text or refusal delta of a content part (or arguments delta of
+    /// a function call) ended with, waiting for the low half the next delta of the same string
+    /// starts with (see [`json_str::Halves`]); the string shows each as U+FFFD meanwhile.
     held: Vec<(PartText, u16)>,
 }
 
-/// A content part's text or refusal: (output index, content index, refusal).
-type PartText = (usize, usize, bool);
+/// A streamed string a high half may be held for: (output index, content index, which string).
+type PartText = (usize, usize, Streamed);
+
+/// Which streamed string of an output item a [`PartText`] is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Streamed {
+    /// A content part's `text`.
+    Text,
+    /// A content part's `refusal`.
+    Refusal,
+    /// A function call's `arguments` (content index 0).
+    Arguments,
+}
 
 impl Default for OpenAiResponsesDecoder {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// `response.function_call_arguments.delta`, borrowed, so that a character cut between two
+/// deltas can be joined ([`json_str::Halves`]).
+#[derive(Deserialize)]
+struct ArgumentsDelta<'a> {
+    output_index: usize,
+    #[serde(borrow, default)]
+    delta: Option<&'a RawValue>,
 }
 
 /// `response.output_text.delta`, borrowed: the hot path.
@@ -185,7 +205,12 @@ impl OpenAiResponsesDecoder {
             serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
         let piece = json_str::raw_string_halves(delta.delta)
             .map_err(|e| DecodeError::json(event_type, e))?;
-        let key = (delta.output_index, delta.content_index, field != "text");
+        let streamed = if field == "text" {
+            Streamed::Text
+        } else {
+            Streamed::Refusal
+        };
+        let key = (delta.output_index, delta.content_index, streamed);
         let at = self.held.iter().position(|(part, _)| *part == key);
         let mut held = at.map(|at| self.held.swap_remove(at).1);
         let part = self.part_mut(event_type, delta.output_index, delta.content_index)?;
@@ -207,26 +232,66 @@ impl OpenAiResponsesDecoder {
         Ok(())
     }
 
-    /// Emits `text` as a delta of the part text `key`.
+    /// A function call's arguments delta: appended to the item's `arguments`, joining a
+    /// character cut between two deltas as the text deltas do.
+    fn on_arguments_delta(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+        let delta: ArgumentsDelta<'_> =
+            serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
+        let raw = delta
+            .delta
+            .filter(|raw| raw.get().starts_with('"'))
+            .ok_or_else(|| malformed(event_type, "missing `delta`"))?;
+        let piece =
+            json_str::raw_string_halves(raw).map_err(|e| DecodeError::json(event_type, e))?;
+        let index = delta.output_index;
+        let key = (index, 0, Streamed::Arguments);
+        let at = self.held.iter().position(|(part, _)| *part == key);
+        let mut held = at.map(|at| self.held.swap_remove(at).1);
+        let item = self.item_mut(event_type, index)?;
+        let slot = item
+            .entry("arguments")
+            .or_insert_with(|| Value::String(String::new()));
+        if !slot.is_string() {
+            *slot = Value::String(String::new());
+        }
+        let Value::String(arguments) = slot else {
+            return Err(malformed(
+                event_type,
+                "the call's arguments are not a string",
+            ));
+        };
+        let added = json_str::push_halves(arguments, &mut held, piece);
+        if let Some(high) = held {
+            self.held.push((key, high));
+        }
+        self.emit_text(key, added.into_owned());
+        Ok(())
+    }
+
+    /// Emits `text` as a delta of the streamed string `key`.
     fn emit_text(&mut self, key: PartText, text: String) {
-        let (index, _, refusal) = key;
-        if refusal {
-            self.emit(|| DecodeEvent::RefusalDelta {
+        let (index, _, streamed) = key;
+        match streamed {
+            Streamed::Text => self.emit(|| DecodeEvent::TextDelta { index, text }),
+            Streamed::Refusal => self.emit(|| DecodeEvent::RefusalDelta {
                 index,
                 refusal: text,
-            });
-        } else {
-            self.emit(|| DecodeEvent::TextDelta { index, text });
+            }),
+            Streamed::Arguments => self.emit(|| DecodeEvent::InputJsonDelta {
+                index,
+                partial_json: text,
+            }),
         }
     }
 
-    /// Sends the high halves the part texts of output `index` still hold (of content part
-    /// `part` only, with `Some`) as the U+FFFD their text already shows.
+    /// Sends the high halves the streamed strings of output `index` still hold (only the text
+    /// and refusal of content part `part`, with `Some`) as the U+FFFD their text already shows.
     fn flush_halves(&mut self, index: usize, part: Option<usize>) {
         let mut at = 0;
         while at < self.held.len() {
             let (key, _) = self.held[at];
-            if key.0 == index && part.is_none_or(|p| p == key.1) {
+            let of_part = |p: usize| p == key.1 && key.2 != Streamed::Arguments;
+            if key.0 == index && part.is_none_or(of_part) {
                 self.held.remove(at);
                 self.emit_text(key, char::REPLACEMENT_CHARACTER.to_string());
             } else {
@@ -318,6 +383,9 @@ impl OpenAiResponsesDecoder {
         match event_type {
             "response.output_text.delta" => return self.on_text_delta(event_type, data, "text"),
             "response.refusal.delta" => return self.on_text_delta(event_type, data, "refusal"),
+            "response.function_call_arguments.delta" => {
+                return self.on_arguments_delta(event_type, data);
+            }
             "error" => {
                 // Not JSON, it is still the provider's error.
                 let raw =
@@ -463,25 +531,9 @@ impl OpenAiResponsesDecoder {
                     other => *other = Value::Array(vec![annotation]),
                 }
             }
-            "response.function_call_arguments.delta" => {
-                let index = index_field(&event, "output_index", event_type)?;
-                let Some(Value::String(fragment)) = event.remove("delta") else {
-                    return Err(malformed(event_type, "missing `delta`"));
-                };
-                let item = self.item_mut(event_type, index)?;
-                match item.get_mut("arguments") {
-                    Some(Value::String(arguments)) => arguments.push_str(&fragment),
-                    _ => {
-                        item.insert("arguments".to_owned(), Value::String(fragment.clone()));
-                    }
-                }
-                self.emit(|| DecodeEvent::InputJsonDelta {
-                    index,
-                    partial_json: fragment,
-                });
-            }
             "response.function_call_arguments.done" => {
                 let index = index_field(&event, "output_index", event_type)?;
+                self.flush_halves(index, None);
                 if let Some(arguments) = event.remove("arguments") {
                     self.item_mut(event_type, index)?
                         .insert("arguments".to_owned(), arguments);
