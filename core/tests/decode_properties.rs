@@ -345,9 +345,53 @@ fn sent_text(events: &[DecodeEvent]) -> String {
         .collect()
 }
 
-/// An OpenAI Responses stream of one message part of `kind` (`output_text` or `refusal`) whose
-/// `field` is `text`, its deltas `text` cut at `cuts`, then the part's, item's and response's
-/// done events; and the length of the stream up to the last delta.
+/// An OpenAI Responses stream of one output item: `response.created`, the item's `added` event,
+/// the `streamed` events (name, data), then the `done` events, the item's `done` event with
+/// `item` and `response.completed`; and the length of the stream up to the last streamed event.
+fn responses_stream(
+    added: &Value,
+    streamed: &[(String, String)],
+    done: &[(String, String)],
+    item: &Value,
+) -> (String, usize) {
+    let mut stream = String::new();
+    let response = json!({"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []});
+    let created = json!({"type": "response.created", "response": response});
+    sse(&mut stream, Some("response.created"), &created.to_string());
+    let item_added =
+        json!({"type": "response.output_item.added", "output_index": 0, "item": added});
+    sse(
+        &mut stream,
+        Some("response.output_item.added"),
+        &item_added.to_string(),
+    );
+    for (name, data) in streamed {
+        sse(&mut stream, Some(name), data);
+    }
+    let streamed_len = stream.len();
+    for (name, data) in done {
+        sse(&mut stream, Some(name), data);
+    }
+    let item_done = json!({"type": "response.output_item.done", "output_index": 0, "item": item});
+    sse(
+        &mut stream,
+        Some("response.output_item.done"),
+        &item_done.to_string(),
+    );
+    let mut completed = response.clone();
+    completed["status"] = json!("completed");
+    completed["output"] = json!([item]);
+    let completed = json!({"type": "response.completed", "response": completed});
+    sse(
+        &mut stream,
+        Some("response.completed"),
+        &completed.to_string(),
+    );
+    (stream, streamed_len)
+}
+
+/// A [`responses_stream`] of one message part of `kind` (`output_text` or `refusal`) whose
+/// `field` is `text`, its deltas `text` cut at `cuts`, then the part's done event.
 fn responses_text_stream(
     kind: &str,
     field: &str,
@@ -355,107 +399,58 @@ fn responses_text_stream(
     cuts: &[prop::sample::Index],
 ) -> (String, usize) {
     let units: Vec<u16> = text.encode_utf16().collect();
-    let mut stream = String::new();
-    let event = |stream: &mut String, name: &str, data: String| sse(stream, Some(name), &data);
-    let response = json!({"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []});
-    event(
-        &mut stream,
-        "response.created",
-        json!({"type": "response.created", "response": response}).to_string(),
-    );
-    event(&mut stream, "response.output_item.added", json!({"type": "response.output_item.added", "output_index": 0,
-        "item": {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}).to_string());
-    event(
-        &mut stream,
-        "response.content_part.added",
-        json!({"type": "response.content_part.added", "output_index": 0,
-        "content_index": 0, "item_id": "msg_1", "part": {"type": kind, field: ""}})
-        .to_string(),
-    );
+    let message = |status: &str, content: Value| json!({"type": "message", "id": "msg_1", "role": "assistant", "status": status, "content": content});
+    let part_added = json!({"type": "response.content_part.added", "output_index": 0,
+        "content_index": 0, "item_id": "msg_1", "part": {"type": kind, field: ""}});
+    let mut streamed = vec![(
+        "response.content_part.added".to_owned(),
+        part_added.to_string(),
+    )];
     for piece in js_pieces(&units, cuts) {
         let delta = format!(
             r#"{{"type":"response.{kind}.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":{piece}}}"#
         );
-        event(&mut stream, &format!("response.{kind}.delta"), delta);
+        streamed.push((format!("response.{kind}.delta"), delta));
     }
-    let streamed_len = stream.len();
-    event(
-        &mut stream,
-        &format!("response.{kind}.done"),
-        json!({"type": format!("response.{kind}.done"),
-        "output_index": 0, "content_index": 0, "item_id": "msg_1", field: text})
-        .to_string(),
-    );
-    let item = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-        "content": [{"type": kind, field: text}]});
-    event(
-        &mut stream,
-        "response.output_item.done",
-        json!({"type": "response.output_item.done", "output_index": 0, "item": item}).to_string(),
-    );
-    let mut done = response.clone();
-    done["status"] = json!("completed");
-    done["output"] = json!([item]);
-    event(
-        &mut stream,
-        "response.completed",
-        json!({"type": "response.completed", "response": done}).to_string(),
-    );
-    (stream, streamed_len)
+    let done = json!({"type": format!("response.{kind}.done"),
+        "output_index": 0, "content_index": 0, "item_id": "msg_1", field: text});
+    responses_stream(
+        &message("in_progress", json!([])),
+        &streamed,
+        &[(format!("response.{kind}.done"), done.to_string())],
+        &message("completed", json!([{"type": kind, field: text}])),
+    )
 }
 
-/// An OpenAI Responses stream of one function call whose arguments are `arguments` cut at
-/// `cuts` (UTF-16 indexes), then the call's, item's and response's done events; and the length
-/// of the stream up to the last delta.
+/// A [`responses_stream`] of one function call whose arguments are `arguments` cut at `cuts`
+/// (UTF-16 indexes), then the arguments' done event.
 fn responses_arguments_stream(arguments: &str, cuts: &[prop::sample::Index]) -> (String, usize) {
     let units: Vec<u16> = arguments.encode_utf16().collect();
-    let mut stream = String::new();
-    let event = |stream: &mut String, name: &str, data: String| sse(stream, Some(name), &data);
-    let response = json!({"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []});
-    event(
-        &mut stream,
-        "response.created",
-        json!({"type": "response.created", "response": response}).to_string(),
-    );
     let call = |status: &str, arguments: &str| {
         json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup",
             "arguments": arguments, "status": status})
     };
-    event(
-        &mut stream,
-        "response.output_item.added",
-        json!({"type": "response.output_item.added", "output_index": 0, "item": call("in_progress", "")})
-            .to_string(),
-    );
-    for piece in js_pieces(&units, cuts) {
-        let delta = format!(
-            r#"{{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_1","delta":{piece}}}"#
-        );
-        event(&mut stream, "response.function_call_arguments.delta", delta);
-    }
-    let streamed_len = stream.len();
-    event(
-        &mut stream,
-        "response.function_call_arguments.done",
-        json!({"type": "response.function_call_arguments.done", "output_index": 0,
-            "item_id": "fc_1", "arguments": arguments})
-        .to_string(),
-    );
-    let item = call("completed", arguments);
-    event(
-        &mut stream,
-        "response.output_item.done",
-        json!({"type": "response.output_item.done", "output_index": 0, "item": item}).to_string(),
-    );
-    let mut done = response.clone();
-    done["status"] = json!("completed");
-    done["output"] = json!([item]);
-    event(
-        &mut stream,
-        "response.completed",
-        json!({"type": "response.completed", "response": done}).to_string(),
-    );
-    (stream, streamed_len)
+    let name = "response.function_call_arguments.delta";
+    let streamed: Vec<(String, String)> = js_pieces(&units, cuts)
+        .into_iter()
+        .map(|piece| {
+            let data =
+                format!(r#"{{"type":"{name}","output_index":0,"item_id":"fc_1","delta":{piece}}}"#);
+            (name.to_owned(), data)
+        })
+        .collect();
+    let done = json!({"type": "response.function_call_arguments.done", "output_index": 0,
+        "item_id": "fc_1", "arguments": arguments});
+    let done = [(
+        "response.function_call_arguments.done".to_owned(),
+        done.to_string(),
+    )];
+    responses_stream(
+        &call("in_progress", ""),
+        &streamed,
+        &done,
+        &call("completed", arguments),
+    )
 }
 
 /// An Anthropic stream with one block of `kind` whose text is `units` cut at `cuts` (UTF-16
