@@ -820,7 +820,7 @@ fn apply_compaction_delta(block: &mut Map<String, Value>, delta: &Value) {
 
 impl EventDecoder for AnthropicDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
-        let result = decode_lone_surrogates_lossily(data, |data| match event_type {
+        let result = decode_lone_surrogates_lossily(data, |data, _| match event_type {
             // No `event:` line (some proxies): the JSON `type` names the event.
             "" | "message" => parse::<TypeOnly<'_>>(event_type, data)
                 .and_then(|peek| self.dispatch(&peek.kind, data)),

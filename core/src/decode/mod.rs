@@ -53,13 +53,16 @@ use crate::json_text::lone_surrogates_replaced;
 /// napi's and Python's conversions make it) and the rest of the event is kept. Only an event
 /// whose JSON did not parse is decoded again, and every decoder parses an event's JSON before
 /// it changes any state, so the failed attempt left nothing behind.
+///
+/// `decode` gets the data to parse and, on the second attempt, the data as sent: a decoder that
+/// joins the halves of a character cut between two events reads them from there.
 pub(crate) fn decode_lone_surrogates_lossily(
     data: &str,
-    mut decode: impl FnMut(&str) -> Result<(), DecodeError>,
+    mut decode: impl FnMut(&str, Option<&str>) -> Result<(), DecodeError>,
 ) -> Result<(), DecodeError> {
-    match decode(data) {
+    match decode(data, None) {
         Err(error @ DecodeError::InvalidJson { .. }) => match lone_surrogates_replaced(data) {
-            Cow::Owned(repaired) => decode(&repaired),
+            Cow::Owned(repaired) => decode(&repaired, Some(data)),
             Cow::Borrowed(_) => Err(error),
         },
         result => result,

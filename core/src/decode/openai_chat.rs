@@ -8,11 +8,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::EventDecoder;
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
-use crate::json_text::lone_surrogates_replaced;
+use super::{EventDecoder, decode_lone_surrogates_lossily};
 
 type Object = Map<String, Value>;
 
@@ -150,6 +149,14 @@ fn edges_of(data: &str) -> Vec<ChunkEdges> {
                 .then(|| (choice.index.unwrap_or(position), found.0, found.1))
         })
         .collect()
+}
+
+/// The [`Edges`] of choice `index`'s content and refusal among a chunk's `edges`.
+fn edges_of_choice(edges: &[ChunkEdges], index: usize) -> (Edges, Edges) {
+    edges
+        .iter()
+        .find(|edges| edges.0 == index)
+        .map_or_else(Default::default, |edges| (edges.1, edges.2))
 }
 
 /// Applies one delta string (`delta`, as parsed: a lone surrogate already U+FFFD) to the high
@@ -956,11 +963,7 @@ impl OpenAiChatDecoder {
             if self.choices.len() <= index {
                 self.choices.resize(index + 1, ChoiceState::default());
             }
-            let (content_edges, refusal_edges) = self
-                .edges
-                .iter()
-                .find(|edges| edges.0 == index)
-                .map_or_else(Default::default, |edges| (edges.1, edges.2));
+            let (content_edges, refusal_edges) = edges_of_choice(&self.edges, index);
             let state = &mut self.choices[index];
             // A high half ending the first delta is held back from its event, as later.
             let held = |text: Option<String>, held: &mut Option<u16>, edges| {
@@ -1309,11 +1312,7 @@ impl OpenAiChatDecoder {
                 Some(Value::Object(delta)) => delta,
                 _ => Map::new(),
             };
-            let (content_edges, refusal_edges) = self
-                .edges
-                .iter()
-                .find(|edges| edges.0 == index)
-                .map_or_else(Default::default, |edges| (edges.1, edges.2));
+            let (content_edges, refusal_edges) = edges_of_choice(&self.edges, index);
             let (content, refusal);
             let reasoning = reasoning_text(&delta).map(str::to_owned);
             let tools = delta
@@ -1899,21 +1898,14 @@ pub(crate) fn is_error_chunk(chunk: &serde_json::Map<String, Value>) -> bool {
 
 impl EventDecoder for OpenAiChatDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
-        // As `decode_lone_surrogates_lossily`, but the halves of characters at the ends of the
-        // chunk's content and refusal are read from it as sent, to be joined with the deltas
-        // around them.
-        let result = match self.decode_event(event_type, data) {
-            Err(error @ DecodeError::InvalidJson { .. }) => match lone_surrogates_replaced(data) {
-                Cow::Owned(repaired) => {
-                    self.edges = edges_of(data);
-                    let result = self.decode_event(event_type, &repaired);
-                    self.edges.clear();
-                    result
-                }
-                Cow::Borrowed(_) => Err(error),
-            },
-            result => result,
-        };
+        // A repaired chunk's content and refusal had their edge halves read as U+FFFD: they are
+        // read from the chunk as sent, to be joined with the deltas around them.
+        let result = decode_lone_surrogates_lossily(data, |data, sent| {
+            self.edges = sent.map(edges_of).unwrap_or_default();
+            let result = self.decode_event(event_type, data);
+            self.edges.clear();
+            result
+        });
         DecodeError::remember(&mut self.failure, result)
     }
 

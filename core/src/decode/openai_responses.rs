@@ -69,6 +69,17 @@ enum Streamed {
     Arguments,
 }
 
+impl Streamed {
+    /// The string's field in its part or item.
+    fn field(self) -> &'static str {
+        match self {
+            Streamed::Text => "text",
+            Streamed::Refusal => "refusal",
+            Streamed::Arguments => "arguments",
+        }
+    }
+}
+
 impl Default for OpenAiResponsesDecoder {
     fn default() -> Self {
         Self::new()
@@ -195,45 +206,25 @@ impl OpenAiResponsesDecoder {
             })
     }
 
+    /// A content part's text or refusal delta.
     fn on_text_delta(
         &mut self,
         event_type: &str,
         data: &str,
-        field: &str,
+        streamed: Streamed,
     ) -> Result<(), DecodeError> {
         let delta: TextDelta<'_> =
             serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
         let piece = json_str::raw_string_halves(delta.delta)
             .map_err(|e| DecodeError::json(event_type, e))?;
-        let streamed = if field == "text" {
-            Streamed::Text
-        } else {
-            Streamed::Refusal
-        };
-        let key = (delta.output_index, delta.content_index, streamed);
-        let at = self.held.iter().position(|(part, _)| *part == key);
-        let mut held = at.map(|at| self.held.swap_remove(at).1);
-        let part = self.part_mut(event_type, delta.output_index, delta.content_index)?;
-        let slot = part
-            .entry(field)
-            .or_insert_with(|| Value::String(String::new()));
-        if !slot.is_string() {
-            // A part whose text is not a string takes the delta's, as before.
-            *slot = Value::String(String::new());
-        }
-        let Value::String(text) = slot else {
-            return Err(malformed(event_type, "the part's text is not a string"));
-        };
-        let added = json_str::push_halves(text, &mut held, piece);
-        if let Some(high) = held {
-            self.held.push((key, high));
-        }
-        self.emit_text(key, added.into_owned());
-        Ok(())
+        self.push_streamed(
+            event_type,
+            (delta.output_index, delta.content_index, streamed),
+            piece,
+        )
     }
 
-    /// A function call's arguments delta: appended to the item's `arguments`, joining a
-    /// character cut between two deltas as the text deltas do.
+    /// A function call's arguments delta, appended as the text deltas are.
     fn on_arguments_delta(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
         let delta: ArgumentsDelta<'_> =
             serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
@@ -243,24 +234,39 @@ impl OpenAiResponsesDecoder {
             .ok_or_else(|| malformed(event_type, "missing `delta`"))?;
         let piece =
             json_str::raw_string_halves(raw).map_err(|e| DecodeError::json(event_type, e))?;
-        let index = delta.output_index;
-        let key = (index, 0, Streamed::Arguments);
+        self.push_streamed(
+            event_type,
+            (delta.output_index, 0, Streamed::Arguments),
+            piece,
+        )
+    }
+
+    /// Appends a delta to the streamed string `key`, joining a character cut between this delta
+    /// and the previous one (the high half `key` holds), and emits what it adds.
+    fn push_streamed(
+        &mut self,
+        event_type: &str,
+        key: PartText,
+        piece: json_str::Halves<'_>,
+    ) -> Result<(), DecodeError> {
         let at = self.held.iter().position(|(part, _)| *part == key);
         let mut held = at.map(|at| self.held.swap_remove(at).1);
-        let item = self.item_mut(event_type, index)?;
-        let slot = item
-            .entry("arguments")
+        let (index, part, streamed) = key;
+        let object = match streamed {
+            Streamed::Arguments => self.item_mut(event_type, index)?,
+            Streamed::Text | Streamed::Refusal => self.part_mut(event_type, index, part)?,
+        };
+        let slot = object
+            .entry(streamed.field())
             .or_insert_with(|| Value::String(String::new()));
         if !slot.is_string() {
+            // A string that is not one takes the delta's, as before.
             *slot = Value::String(String::new());
         }
-        let Value::String(arguments) = slot else {
-            return Err(malformed(
-                event_type,
-                "the call's arguments are not a string",
-            ));
+        let Value::String(text) = slot else {
+            return Err(malformed(event_type, "the streamed string is not a string"));
         };
-        let added = json_str::push_halves(arguments, &mut held, piece);
+        let added = json_str::push_halves(text, &mut held, piece);
         if let Some(high) = held {
             self.held.push((key, high));
         }
@@ -381,8 +387,12 @@ impl OpenAiResponsesDecoder {
 
     fn on_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
         match event_type {
-            "response.output_text.delta" => return self.on_text_delta(event_type, data, "text"),
-            "response.refusal.delta" => return self.on_text_delta(event_type, data, "refusal"),
+            "response.output_text.delta" => {
+                return self.on_text_delta(event_type, data, Streamed::Text);
+            }
+            "response.refusal.delta" => {
+                return self.on_text_delta(event_type, data, Streamed::Refusal);
+            }
             "response.function_call_arguments.delta" => {
                 return self.on_arguments_delta(event_type, data);
             }
@@ -952,7 +962,7 @@ impl EventDecoder for OpenAiResponsesDecoder {
         if data.starts_with("[DONE]") {
             return Ok(());
         }
-        let result = decode_lone_surrogates_lossily(data, |data| match event_type {
+        let result = decode_lone_surrogates_lossily(data, |data, _| match event_type {
             "" | "message" => serde_json::from_str::<TypeOnly<'_>>(data)
                 .map_err(|e| DecodeError::json(event_type, e))
                 .and_then(|peek| self.on_event(&peek.kind, data)),
