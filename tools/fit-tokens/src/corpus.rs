@@ -466,20 +466,39 @@ fn docs_read_from_files(
     docs
 }
 
-/// A fingerprint of a category's documents (FNV-1a over their texts, each ended by a NUL),
-/// in hex: the manifest records it so that a later run can tell it read the same corpus.
-pub fn fingerprint(texts: &[&str]) -> String {
-    let mut bytes = Vec::with_capacity(texts.iter().map(|t| t.len() + 1).sum());
-    for text in texts {
-        bytes.extend_from_slice(text.as_bytes());
-        bytes.push(0);
+/// A fingerprint of a category's documents: FNV-1a over their texts, each ended by a NUL. The
+/// manifest records it (in hex) so that a later run can tell it read the same corpus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fingerprint(u64);
+
+impl Default for Fingerprint {
+    fn default() -> Self {
+        Fingerprint(FNV_OFFSET)
     }
-    format!("{:016x}", fnv1a(&bytes))
 }
+
+impl Fingerprint {
+    /// Adds the next document's text.
+    pub fn add(&mut self, text: &str) {
+        self.0 = fnv1a_from(fnv1a_from(self.0, text.as_bytes()), &[0]);
+    }
+
+    /// As the manifest writes it.
+    pub fn hex(self) -> String {
+        format!("{:016x}", self.0)
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// FNV-1a, 64 bits.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+    fnv1a_from(FNV_OFFSET, bytes)
+}
+
+/// FNV-1a continued from the hash of the bytes before `bytes`.
+fn fnv1a_from(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
@@ -1796,9 +1815,18 @@ source = "git+https://example.com/from-git#0123"
 
     #[test]
     fn fingerprints_tell_documents_apart() {
-        assert_eq!(fingerprint(&["ab", "c"]), fingerprint(&["ab", "c"]));
-        assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["a", "bc"]));
-        assert_ne!(fingerprint(&["ab", "c"]), fingerprint(&["ab", "d"]));
-        assert_eq!(fingerprint(&[]).len(), 16);
+        let of = |texts: &[&str]| {
+            let mut fingerprint = Fingerprint::default();
+            for text in texts {
+                fingerprint.add(text);
+            }
+            fingerprint.hex()
+        };
+        assert_eq!(of(&["ab", "c"]), of(&["ab", "c"]));
+        assert_ne!(of(&["ab", "c"]), of(&["a", "bc"]));
+        assert_ne!(of(&["ab", "c"]), of(&["ab", "d"]));
+        assert_eq!(of(&[]).len(), 16);
+        // The hash of the whole is the hash of the parts in turn.
+        assert_eq!(of(&["ab"]), format!("{:016x}", fnv1a(b"ab\0")));
     }
 }

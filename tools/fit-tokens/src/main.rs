@@ -894,7 +894,6 @@ fn write_coefficients(args: &Args, counted: &[Counted], tables: &[(Fam, Vec<f64>
 /// documents' texts, as `tests/tokens/manifest.json` records them.
 fn corpus_summary(counted: &[Counted]) -> BTreeMap<&'static str, CategorySummary> {
     let mut categories = BTreeMap::<&str, CategorySummary>::new();
-    let mut texts = BTreeMap::<&str, Vec<&str>>::new();
     for c in counted {
         let e = categories.entry(c.doc.category).or_default();
         e.documents += 1;
@@ -903,12 +902,7 @@ fn corpus_summary(counted: &[Counted]) -> BTreeMap<&'static str, CategorySummary
             e.sources
                 .insert(corpus::stable_path(Path::new(&c.doc.source)));
         }
-        texts.entry(c.doc.category).or_default().push(&c.doc.text);
-    }
-    for (category, texts) in texts {
-        if let Some(e) = categories.get_mut(category) {
-            e.fingerprint = corpus::fingerprint(&texts);
-        }
+        e.fingerprint.add(&c.doc.text);
     }
     categories
 }
@@ -918,7 +912,7 @@ struct CategorySummary {
     documents: usize,
     bytes: usize,
     sources: std::collections::BTreeSet<String>,
-    fingerprint: String,
+    fingerprint: corpus::Fingerprint,
 }
 
 /// What `tests/tokens/manifest.json` says about the committed fit's corpus.
@@ -1008,12 +1002,9 @@ impl Manifest {
             .into_iter()
             .filter_map(|(category, summary)| {
                 let recorded = self.fingerprints.get(category)?;
-                (*recorded != summary.fingerprint).then(|| {
-                    format!(
-                        "{category} ({recorded} recorded, {} read)",
-                        summary.fingerprint
-                    )
-                })
+                let read = summary.fingerprint.hex();
+                (*recorded != read)
+                    .then(|| format!("{category} ({recorded} recorded, {read} read)"))
             })
             .collect();
         if !differing.is_empty() {
@@ -1043,7 +1034,7 @@ fn write_manifest(args: &Args, roots: &corpus::Roots, counted: &[Counted]) -> Re
             (k.to_string(), json!({
                 "documents": summary.documents,
                 "bytes": summary.bytes,
-                "fingerprint": summary.fingerprint,
+                "fingerprint": summary.fingerprint.hex(),
                 "sources": summary.sources,
             }))
         }).collect::<serde_json::Map<_, _>>(),
