@@ -1900,11 +1900,14 @@ impl EventDecoder for OpenAiChatDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
         // A repaired chunk's content and refusal had their edge halves read as U+FFFD: they are
         // read from the chunk as sent, to be joined with the deltas around them.
-        let result = decode_lone_surrogates_lossily(data, |data, sent| {
-            self.edges = sent.map(edges_of).unwrap_or_default();
-            let result = self.decode_event(event_type, data);
-            self.edges.clear();
-            result
+        let result = decode_lone_surrogates_lossily(data, |data, sent| match sent {
+            None => self.decode_event(event_type, data),
+            Some(sent) => {
+                self.edges = edges_of(sent);
+                let result = self.decode_event(event_type, data);
+                self.edges.clear();
+                result
+            }
         });
         DecodeError::remember(&mut self.failure, result)
     }
