@@ -1369,3 +1369,123 @@ fn a_lone_surrogate_escape_becomes_a_replacement_character() {
         "Hi\u{fffd} there"
     );
 }
+
+/// The `partial_json` of every `input_json_delta` event of call `index`, concatenated.
+fn arguments_events(events: &[DecodeEvent], index: usize) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::InputJsonDelta {
+                index: i,
+                partial_json,
+            } if *i == index => Some(partial_json.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A character cut between two calls' interleaved arguments fragments (`JSON.stringify` of each
+/// piece writes its half as a lone escape) is joined per call; a half whose other half never
+/// comes stays U+FFFD, in the message and in the events, whether the next fragment goes on
+/// without it or the stream ends.
+#[test]
+fn chat_arguments_halves_join_per_call_and_lone_ones_stay_replacement_characters() {
+    let escaped = |json: String| json.replace("HIGH", r"\ud83d").replace("LOW", r"\ude00");
+    let start = |index: usize, id: &str, arguments: &str| {
+        escaped(tool_chunk(
+            json!([{"index": index, "id": id, "type": "function",
+            "function": {"name": "search", "arguments": arguments}}]),
+        ))
+    };
+    let more = |index: usize, arguments: &str| {
+        escaped(tool_chunk(
+            json!([{"index": index, "function": {"arguments": arguments}}]),
+        ))
+    };
+    let chunks = vec![
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]),
+        ),
+        start(0, "call_a", "{\"q\": \"aHIGH"),
+        // Call B starts while A holds its half; A's JSON is unfinished, so it stays open.
+        start(1, "call_b", "{\"q\": \"bHIGH"),
+        more(0, "LOWa\"}"),
+        // B's half meets no low half: it stays U+FFFD.
+        more(1, "b\"}"),
+        start(2, "call_c", "\"cHIGH"),
+        // C's value is a string: it counts as ended, and is sealed as D starts.
+        start(3, "call_d", "{}"),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, events, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    let calls = &message["choices"][0]["message"]["tool_calls"];
+    let expected = [
+        "{\"q\": \"a\u{1f600}a\"}",
+        "{\"q\": \"b\u{fffd}b\"}",
+        "\"c\u{fffd}",
+    ];
+    for (index, arguments) in expected.iter().enumerate() {
+        assert_eq!(
+            calls[index]["function"]["arguments"], *arguments,
+            "call {index}"
+        );
+        assert_eq!(arguments_events(&events, index), *arguments, "call {index}");
+    }
+    let ready: Vec<(usize, Value)> = events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ToolUseReady { index, input, .. } => Some((*index, input.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ready,
+        [
+            (0, json!({"q": "a\u{1f600}a"})),
+            (1, json!({"q": "b\u{fffd}b"})),
+            (3, json!({}))
+        ]
+    );
+    // The unfinished string of call C is invalid, its held half sent before it is sealed.
+    assert_eq!(arguments_events(&events, 3), "{}");
+    let sealed_c = events
+        .iter()
+        .position(|e| matches!(e, DecodeEvent::ToolUseInvalid { index: 2, .. }))
+        .expect("call C sealed invalid");
+    let last_c_delta = events
+        .iter()
+        .rposition(|e| matches!(e, DecodeEvent::InputJsonDelta { index: 2, .. }))
+        .unwrap();
+    assert!(last_c_delta < sealed_c);
+}
+
+/// The same when the stream's first chunk starts the call with a fragment ending in a high half.
+#[test]
+fn chat_arguments_half_in_the_first_chunk_joins_the_next_fragment() {
+    let escaped = |json: String| json.replace("HIGH", r"\ud83d").replace("LOW", r"\ude00");
+    let chunks = vec![
+        escaped(chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+            {"index": 0, "id": "call_a", "type": "function",
+             "function": {"name": "search", "arguments": "{\"q\": \"HIGH"}}]},
+            "finish_reason": null}]),
+        )),
+        escaped(tool_chunk(
+            json!([{"index": 0, "function": {"arguments": "LOW\"}"}}]),
+        )),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, events, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    let arguments = "{\"q\": \"\u{1f600}\"}";
+    assert_eq!(
+        message["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        arguments
+    );
+    assert_eq!(arguments_events(&events, 0), arguments);
+}

@@ -638,6 +638,67 @@ proptest! {
         prop_assert_eq!(sent_text(&events), whole);
     }
 
+    /// The same for an OpenAI Chat tool call's arguments (JSON text whose strings hold
+    /// characters outside the BMP unescaped): cut at any UTF-16 index, the first piece in the
+    /// chunk that starts the call or in the next, the call's arguments in the message and in
+    /// the events are the arguments, and the call is ready with their value. A second call with
+    /// the same pieces follows, so that a held half belongs to its call. The first call starts
+    /// in a chunk after the role's, in the stream's first chunk, or in the first chunk with
+    /// choices after one without (Azure's prompt filter results), which reach different paths.
+    #[test]
+    fn chat_arguments_cut_at_any_utf16_index_decode_to_the_arguments(
+        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        first_in_start in any::<bool>(),
+        opening in 0..3usize,
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+    ) {
+        let input = json!({"query": text});
+        let arguments = input.to_string();
+        let units: Vec<u16> = arguments.encode_utf16().collect();
+        let pieces = js_pieces(&units, &cuts);
+        let mut stream = String::new();
+        let chunk = |delta: &str, finish: &str| {
+            format!(
+                r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{delta},"finish_reason":{finish}}}]}}"#
+            )
+        };
+        match opening {
+            0 => sse(&mut stream, None, &chunk(r#"{"role":"assistant","content":null}"#, "null")),
+            2 => sse(&mut stream, None, r#"{"id":"","object":"chat.completion.chunk","created":0,"model":"","choices":[]}"#),
+            _ => {}
+        }
+        for call in 0..2 {
+            let (first, rest) = match (first_in_start, pieces.split_first()) {
+                (true, Some((first, rest))) => (first.as_str(), rest),
+                _ => (r#""""#, pieces.as_slice()),
+            };
+            let role = if call == 0 && opening > 0 { r#""role":"assistant","# } else { "" };
+            let start = format!(
+                r#"{{{role}"tool_calls":[{{"index":{call},"id":"call_{call}","type":"function","function":{{"name":"search","arguments":{first}}}}}]}}"#
+            );
+            sse(&mut stream, None, &chunk(&start, "null"));
+            for piece in rest {
+                let delta = format!(
+                    r#"{{"tool_calls":[{{"index":{call},"function":{{"arguments":{piece}}}}}]}}"#
+                );
+                sse(&mut stream, None, &chunk(&delta, "null"));
+            }
+        }
+        sse(&mut stream, None, &chunk("{}", r#""tool_calls""#));
+        sse(&mut stream, None, "[DONE]");
+        let (message, events) = decode(Provider::OpenAiChat, stream.as_bytes(), &chunking);
+        for call in 0..2 {
+            prop_assert_eq!(
+                &message["choices"][0]["message"]["tool_calls"][call]["function"]["arguments"],
+                &Value::from(arguments.as_str())
+            );
+        }
+        prop_assert_eq!(sent_text(&events), arguments.repeat(2));
+        let ready: Vec<Value> = ready_inputs(&events).into_iter().map(|(_, _, v)| v).collect();
+        prop_assert_eq!(ready, vec![input.clone(), input]);
+    }
+
     /// The same for an OpenAI Responses output text or refusal: the part's text before its
     /// `done` event (which replaces it with the whole) and the deltas' events are the text.
     #[test]

@@ -54,9 +54,10 @@ pub struct OpenAiChatDecoder {
     scratch: String,
     /// Per choice of the chunk in hand: where its content and refusal sit in `scratch`.
     spans: Vec<TextSpans>,
-    /// The halves of characters at the ends of the content and refusal of the chunk in hand,
-    /// read from it as sent when it held lone surrogate escapes (see [`ChunkEdges`]).
-    edges: Vec<ChunkEdges>,
+    /// The halves of characters at the ends of the content, refusal and tool call arguments of
+    /// the chunk in hand, read from it as sent when it held lone surrogate escapes (see
+    /// [`ChoiceEdges`]).
+    edges: Vec<ChoiceEdges>,
     /// Whether a choice holds a high half ([`ChoiceState::holds_half`]), updated wherever one
     /// may change: the fast paths, which never join halves, are skipped while it is set.
     holding: bool,
@@ -97,8 +98,16 @@ impl Edges {
     }
 }
 
-/// A choice's [`Edges`] in one chunk: (choice index, content, refusal).
-type ChunkEdges = (usize, Edges, Edges);
+/// A choice's [`Edges`] in one chunk.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct ChoiceEdges {
+    /// The choice's `index`.
+    index: usize,
+    content: Edges,
+    refusal: Edges,
+    /// Per entry of the delta's `tool_calls`, in order: its `function.arguments`.
+    arguments: Vec<Edges>,
+}
 
 /// A chunk read only for the strings a JavaScript server may cut a character between, kept raw
 /// ([`edges_of`]); everything else is left to the general path.
@@ -122,11 +131,27 @@ struct EdgesDelta<'a> {
     content: Option<&'a RawValue>,
     #[serde(borrow, default)]
     refusal: Option<&'a RawValue>,
+    /// Kept raw: a list the general path rejects must not hide the content's edges.
+    #[serde(borrow, default)]
+    tool_calls: Option<&'a RawValue>,
 }
 
-/// The [`Edges`] of each choice's content and refusal in `data`, a chunk holding lone surrogate
-/// escapes (none when it does not read as a chunk: the general path reports that).
-fn edges_of(data: &str) -> Vec<ChunkEdges> {
+#[derive(Deserialize)]
+struct EdgesCall<'a> {
+    #[serde(borrow, default)]
+    function: Option<EdgesFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct EdgesFunction<'a> {
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// The [`Edges`] of each choice's content, refusal and tool call arguments in `data`, a chunk
+/// holding lone surrogate escapes (none when it does not read as a chunk: the general path
+/// reports that; none for the calls when its `tool_calls` is not a list).
+fn edges_of(data: &str) -> Vec<ChoiceEdges> {
     let Ok(chunk) = serde_json::from_str::<EdgesChunk<'_>>(data) else {
         return Vec::new();
     };
@@ -137,6 +162,23 @@ fn edges_of(data: &str) -> Vec<ChunkEdges> {
                 high_last: halves.high_last,
             })
     };
+    let arguments = |raw: Option<&RawValue>| -> Vec<Edges> {
+        let calls = raw
+            .and_then(|raw| serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok())
+            .unwrap_or_default();
+        let found: Vec<Edges> = calls
+            .iter()
+            .map(|call| {
+                let call = serde_json::from_str::<EdgesCall<'_>>(call.get()).ok();
+                edges(call.and_then(|c| c.function).and_then(|f| f.arguments))
+            })
+            .collect();
+        if found.iter().all(|edges| *edges == Edges::default()) {
+            Vec::new()
+        } else {
+            found
+        }
+    };
     chunk
         .choices
         .unwrap_or_default()
@@ -144,19 +186,28 @@ fn edges_of(data: &str) -> Vec<ChunkEdges> {
         .enumerate()
         .filter_map(|(position, choice)| {
             let delta = choice.delta.as_ref()?;
-            let found = (edges(delta.content), edges(delta.refusal));
-            (found != (Edges::default(), Edges::default()))
-                .then(|| (choice.index.unwrap_or(position), found.0, found.1))
+            let found = ChoiceEdges {
+                index: choice.index.unwrap_or(position),
+                content: edges(delta.content),
+                refusal: edges(delta.refusal),
+                arguments: arguments(delta.tool_calls),
+            };
+            let none = ChoiceEdges {
+                index: found.index,
+                ..ChoiceEdges::default()
+            };
+            (found != none).then_some(found)
         })
         .collect()
 }
 
-/// The [`Edges`] of choice `index`'s content and refusal among a chunk's `edges`.
-fn edges_of_choice(edges: &[ChunkEdges], index: usize) -> (Edges, Edges) {
+/// The [`ChoiceEdges`] of choice `index` among a chunk's `edges` (no halves when it has none).
+fn edges_of_choice(edges: &[ChoiceEdges], index: usize) -> ChoiceEdges {
     edges
         .iter()
-        .find(|edges| edges.0 == index)
-        .map_or_else(Default::default, |edges| (edges.1, edges.2))
+        .find(|edges| edges.index == index)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Applies one delta string (`delta`, as parsed: a lone surrogate already U+FFFD) to the high
@@ -243,6 +294,9 @@ struct ChoiceState {
     /// [`join_choice_halves`]).
     held_content: Option<u16>,
     held_refusal: Option<u16>,
+    /// Per tool call (by position): the high half its arguments' last fragment ended with.
+    /// Empty until a fragment ends with one.
+    held_arguments: Vec<Option<u16>>,
 }
 
 /// Where a JSON object or list ends, read incrementally: the state after the bytes read so far.
@@ -295,14 +349,68 @@ impl JsonEnd {
     }
 }
 
+/// The text of a half character whose other half never came.
+const LONE_HALF: &str = "\u{FFFD}";
+
 /// Tool call indexes below this are looked up in a table ([`ChoiceState::call_at`]).
 const SMALL_CALL_INDEX: usize = 64;
 
 impl ChoiceState {
-    /// Whether a content or refusal delta ended with half a character (see
+    /// Whether a content, refusal or arguments delta ended with half a character (see
     /// [`join_choice_halves`]).
     fn holds_half(&self) -> bool {
-        self.held_content.is_some() || self.held_refusal.is_some()
+        self.held_content.is_some()
+            || self.held_refusal.is_some()
+            || self.held_arguments.iter().any(Option::is_some)
+    }
+
+    /// The high half the arguments of the call at `position` ended with, if any.
+    fn held_argument(&self, position: usize) -> Option<u16> {
+        self.held_arguments.get(position).copied().flatten()
+    }
+
+    /// Joins the halves of characters cut between the arguments fragments of the choice's
+    /// calls, once a delta's `tools` were accumulated into `message` at `positions`: a call's
+    /// arguments end with the fragment as parsed (a lone half read as U+FFFD), which is taken
+    /// off and appended again through [`json_str::push_halves`]. Each fragment in `tools`
+    /// becomes its event text. Only fragments with a half at an edge (`edges`: per entry, from
+    /// the chunk as sent) or following a held half are touched.
+    fn join_arguments_halves(
+        &mut self,
+        message: &mut Object,
+        tools: &mut [Value],
+        positions: &[Option<usize>],
+        edges: &[Edges],
+    ) {
+        for (entry, (tool, position)) in tools.iter_mut().zip(positions).enumerate() {
+            let Some(position) = *position else {
+                continue;
+            };
+            let edges = edges.get(entry).copied().unwrap_or_default();
+            if edges == Edges::default() && self.held_argument(position).is_none() {
+                continue;
+            }
+            let fragment = tool
+                .get_mut("function")
+                .and_then(|f| f.get_mut("arguments"));
+            let (Some(Value::String(fragment)), Some(arguments)) =
+                (fragment, call_arguments(message, position))
+            else {
+                continue;
+            };
+            // Another entry of the same chunk for the same call may follow this one's text.
+            if !arguments.ends_with(fragment.as_str()) {
+                continue;
+            }
+            arguments.truncate(arguments.len() - fragment.len());
+            if self.held_arguments.len() <= position {
+                self.held_arguments.resize(position + 1, None);
+            }
+            let held = &mut self.held_arguments[position];
+            let event =
+                json_str::push_halves(arguments, held, edges.halves(std::mem::take(fragment)));
+            *fragment = event.into_owned();
+        }
     }
 
     /// The position of the latest call sent with `index`.
@@ -963,16 +1071,28 @@ impl OpenAiChatDecoder {
             if self.choices.len() <= index {
                 self.choices.resize(index + 1, ChoiceState::default());
             }
-            let (content_edges, refusal_edges) = edges_of_choice(&self.edges, index);
+            let edges = edges_of_choice(&self.edges, index);
             let state = &mut self.choices[index];
             // A high half ending the first delta is held back from its event, as later.
             let held = |text: Option<String>, held: &mut Option<u16>, edges| {
                 let mut text = Value::from(text?);
                 join_choice_halves(None, Some(&mut text), held, edges)
             };
-            let content = held(content, &mut state.held_content, content_edges);
-            let refusal = held(refusal, &mut state.held_refusal, refusal_edges);
-            let positions = calls_as_they_are(&tools, &mut self.choices[index]);
+            let content = held(content, &mut state.held_content, edges.content);
+            let refusal = held(refusal, &mut state.held_refusal, edges.refusal);
+            let positions = calls_as_they_are(&tools, state);
+            let mut tools = tools;
+            if !edges.arguments.is_empty()
+                && let Some(message) = self
+                    .snapshot
+                    .as_mut()
+                    .and_then(|s| s.get_mut("choices"))
+                    .and_then(|c| c.get_mut(index))
+                    .and_then(|c| c.get_mut("message"))
+                    .and_then(Value::as_object_mut)
+            {
+                state.join_arguments_halves(message, &mut tools, &positions, &edges.arguments);
+            }
             self.report_reasoning(index, reasoning.as_deref());
             self.report_delta(
                 index,
@@ -1072,22 +1192,31 @@ impl OpenAiChatDecoder {
     /// Sends the high halves a choice still holds as the U+FFFD the message already shows (its
     /// text ends, or the stream does).
     fn flush_halves(&mut self, choice: usize) {
-        const LONE: &str = "\u{FFFD}";
         let Some(state) = self.choices.get_mut(choice) else {
             return;
         };
         let (content, refusal) = (state.held_content.take(), state.held_refusal.take());
+        let arguments = std::mem::take(&mut state.held_arguments);
         if content.is_some() {
             self.emit(|| DecodeEvent::TextDelta {
                 index: choice,
-                text: LONE.to_owned(),
+                text: LONE_HALF.to_owned(),
             });
         }
         if refusal.is_some() {
             self.emit(|| DecodeEvent::RefusalDelta {
                 index: choice,
-                refusal: LONE.to_owned(),
+                refusal: LONE_HALF.to_owned(),
             });
+        }
+        // Tool call events are the first choice's only (see [`OpenAiChatDecoder`]).
+        for (tool, held) in arguments.iter().enumerate() {
+            if held.is_some() && choice == 0 {
+                self.emit(|| DecodeEvent::InputJsonDelta {
+                    index: tool,
+                    partial_json: LONE_HALF.to_owned(),
+                });
+            }
         }
     }
 
@@ -1215,8 +1344,20 @@ impl OpenAiChatDecoder {
             return;
         }
         *flag = true;
+        // A half the arguments still hold stays the U+FFFD they show: their text is final.
+        let held = self
+            .choices
+            .get_mut(choice)
+            .and_then(|s| s.held_arguments.get_mut(tool))
+            .and_then(Option::take);
         if choice != 0 {
             return;
+        }
+        if held.is_some() {
+            self.emit(|| DecodeEvent::InputJsonDelta {
+                index: tool,
+                partial_json: LONE_HALF.to_owned(),
+            });
         }
         let Some(call) = snapshot_call(self.snapshot.as_ref(), choice, tool) else {
             return;
@@ -1312,10 +1453,10 @@ impl OpenAiChatDecoder {
                 Some(Value::Object(delta)) => delta,
                 _ => Map::new(),
             };
-            let (content_edges, refusal_edges) = edges_of_choice(&self.edges, index);
+            let edges = edges_of_choice(&self.edges, index);
             let (content, refusal);
             let reasoning = reasoning_text(&delta).map(str::to_owned);
-            let tools = delta
+            let mut tools = delta
                 .get("tool_calls")
                 .and_then(Value::as_array)
                 .cloned()
@@ -1351,13 +1492,13 @@ impl OpenAiChatDecoder {
                             message.get_mut("content"),
                             delta.get_mut("content"),
                             &mut state.held_content,
-                            content_edges,
+                            edges.content,
                         );
                         refusal = join_choice_halves(
                             message.get_mut("refusal"),
                             delta.get_mut("refusal"),
                             &mut state.held_refusal,
-                            refusal_edges,
+                            edges.refusal,
                         );
                         accumulate_delta(message, delta)?;
                         positions = match entries {
@@ -1368,6 +1509,14 @@ impl OpenAiChatDecoder {
                             None if as_is => calls_as_they_are(&tools, state),
                             None => vec![None; tools.len()],
                         };
+                        if !edges.arguments.is_empty() || !state.held_arguments.is_empty() {
+                            state.join_arguments_halves(
+                                message,
+                                &mut tools,
+                                &positions,
+                                &edges.arguments,
+                            );
+                        }
                     } else {
                         positions = vec![None; tools.len()];
                         let text = |key| delta.get(key).and_then(Value::as_str).map(str::to_owned);
@@ -1390,14 +1539,22 @@ impl OpenAiChatDecoder {
                         None,
                         delta.get_mut("content"),
                         &mut state.held_content,
-                        content_edges,
+                        edges.content,
                     );
                     refusal = join_choice_halves(
                         None,
                         delta.get_mut("refusal"),
                         &mut state.held_refusal,
-                        refusal_edges,
+                        edges.refusal,
                     );
+                    if !edges.arguments.is_empty() {
+                        state.join_arguments_halves(
+                            &mut delta,
+                            &mut tools,
+                            &positions,
+                            &edges.arguments,
+                        );
+                    }
                     choice.insert("message".to_owned(), Value::Object(delta));
                     while snapshot_choices.len() < index {
                         snapshot_choices.push(Value::Null);
@@ -1796,23 +1953,32 @@ fn merge_logprobs(choice: &mut Object, logprobs: Value) {
     }
 }
 
+/// The arguments string of the call at `position` of `message`, if it is a string.
+fn call_arguments(message: &mut Object, position: usize) -> Option<&mut String> {
+    match message
+        .get_mut("tool_calls")?
+        .get_mut(position)?
+        .get_mut("function")?
+        .get_mut("arguments")?
+    {
+        Value::String(text) => Some(text),
+        _ => None,
+    }
+}
+
 /// The `target` string of choice `index` in the snapshot, if it is a string.
 fn template_slot(snapshot: &mut Object, index: usize, target: Target) -> Option<&mut String> {
     let message = snapshot
         .get_mut("choices")?
         .get_mut(index)?
-        .get_mut("message")?;
-    let slot = match target {
-        Target::Content => message.get_mut("content")?,
-        Target::Arguments(tool) => message
-            .get_mut("tool_calls")?
-            .get_mut(tool)?
-            .get_mut("function")?
-            .get_mut("arguments")?,
-    };
-    match slot {
-        Value::String(text) => Some(text),
-        _ => None,
+        .get_mut("message")?
+        .as_object_mut()?;
+    match target {
+        Target::Content => match message.get_mut("content")? {
+            Value::String(text) => Some(text),
+            _ => None,
+        },
+        Target::Arguments(tool) => call_arguments(message, tool),
     }
 }
 
