@@ -1489,3 +1489,61 @@ fn chat_arguments_half_in_the_first_chunk_joins_the_next_fragment() {
     );
     assert_eq!(arguments_events(&events, 0), arguments);
 }
+
+/// Reasoning deltas join a character cut between two of them, as the text deltas do; a half
+/// whose other half never comes is U+FFFD, also when the text's `done` event ends it.
+#[test]
+fn responses_reasoning_halves_join_and_lone_ones_stay_replacement_characters() {
+    let delta = |kind: &str, at_key: &str, delta: &str| {
+        let data = format!(
+            r#"{{"type":"response.{kind}.delta","output_index":0,"item_id":"rs_1","{at_key}":0,"delta":"{delta}"}}"#
+        );
+        (kind.to_owned(), Value::String(data))
+    };
+    let summary = |d: &str| delta("reasoning_summary_text", "summary_index", d);
+    let reasoning = |d: &str| delta("reasoning_text", "content_index", d);
+    let item = json!({"type": "reasoning", "id": "rs_1", "summary": [],
+        "content": [{"type": "reasoning_text", "text": ""}]});
+    let steps = [
+        summary(r"a\ud83d"),
+        summary(r"\ude00b\ud83d"),
+        summary("c"),
+        reasoning(r"x\ud83d"),
+    ];
+    let mut stream = vec![
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item}),
+        ),
+        (
+            "response.reasoning_summary_part.added",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0,
+            "part": {"type": "summary_text", "text": ""}}),
+        ),
+    ];
+    let names: Vec<String> = steps
+        .iter()
+        .map(|(kind, _)| format!("response.{kind}.delta"))
+        .collect();
+    for ((_, data), name) in steps.iter().zip(&names) {
+        stream.push((name.as_str(), data.clone()));
+    }
+    stream.push((
+        "response.reasoning_text.done",
+        json!({"output_index": 0, "item_id": "rs_1", "content_index": 0, "text": "x\u{fffd}"}),
+    ));
+    let (decoder, events, error) = responses(&stream);
+    assert!(error.is_none(), "{error:?}");
+    let output = &decoder.message()["output"][0];
+    assert_eq!(output["summary"][0]["text"], "a\u{1f600}b\u{fffd}c");
+    assert_eq!(output["content"][0]["text"], "x\u{fffd}");
+    let thinking: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, ["a", "\u{1f600}b", "\u{fffd}c", "x", "\u{fffd}"]);
+}

@@ -453,6 +453,61 @@ fn responses_arguments_stream(arguments: &str, cuts: &[prop::sample::Index]) -> 
     )
 }
 
+/// A [`responses_stream`] of one reasoning item whose summary part (`summary`) or reasoning
+/// text entry is `text` cut at `cuts` (UTF-16 indexes), then the text's done event.
+fn responses_reasoning_stream(
+    summary: bool,
+    text: &str,
+    cuts: &[prop::sample::Index],
+) -> (String, usize) {
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let (list, at_key, kind, entry_type) = if summary {
+        (
+            "summary",
+            "summary_index",
+            "reasoning_summary_text",
+            "summary_text",
+        )
+    } else {
+        (
+            "content",
+            "content_index",
+            "reasoning_text",
+            "reasoning_text",
+        )
+    };
+    let item = |entries: Value| json!({"type": "reasoning", "id": "rs_1", list: entries});
+    let mut streamed = Vec::new();
+    let mut added = item(json!([]));
+    if summary {
+        let part = json!({"type": "response.reasoning_summary_part.added", "output_index": 0,
+            "item_id": "rs_1", "summary_index": 0, "part": {"type": entry_type, "text": ""}});
+        streamed.push((
+            "response.reasoning_summary_part.added".to_owned(),
+            part.to_string(),
+        ));
+    } else {
+        // Reasoning text entries come with the item.
+        added = item(json!([{"type": entry_type, "text": ""}]));
+    }
+    let name = format!("response.{kind}.delta");
+    for piece in js_pieces(&units, cuts) {
+        let data = format!(
+            r#"{{"type":"{name}","output_index":0,"item_id":"rs_1","{at_key}":0,"delta":{piece}}}"#
+        );
+        streamed.push((name.clone(), data));
+    }
+    let done_name = format!("response.{kind}.done");
+    let done = json!({"type": done_name, "output_index": 0, "item_id": "rs_1", at_key: 0,
+        "text": text});
+    responses_stream(
+        &added,
+        &streamed,
+        &[(done_name, done.to_string())],
+        &item(json!([{"type": entry_type, "text": text}])),
+    )
+}
+
 /// An Anthropic stream with one block of `kind` whose text is `units` cut at `cuts` (UTF-16
 /// indexes, as a JavaScript gateway cuts text), each piece a delta written by `js_stringify`.
 fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> String {
@@ -719,6 +774,28 @@ proptest! {
         );
         let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
         prop_assert_eq!(&message["output"][0]["content"][0][field], &Value::from(text.as_str()));
+        prop_assert_eq!(sent_text(&events), text);
+    }
+
+    /// The same for an OpenAI Responses reasoning summary or reasoning text: the entry's text
+    /// before its `done` event, and the thinking events, are the text.
+    #[test]
+    fn responses_reasoning_cut_at_any_utf16_index_decodes_to_the_text(
+        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        summary in any::<bool>(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+    ) {
+        let list = if summary { "summary" } else { "content" };
+        let (stream, streamed_len) = responses_reasoning_stream(summary, &text, &cuts);
+        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+        decoder.feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len])).unwrap();
+        prop_assert_eq!(
+            &decoder.message()["output"][0][list][0]["text"],
+            &Value::from(text.as_str())
+        );
+        let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
+        prop_assert_eq!(&message["output"][0][list][0]["text"], &Value::from(text.as_str()));
         prop_assert_eq!(sent_text(&events), text);
     }
 

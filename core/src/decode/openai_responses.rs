@@ -67,13 +67,17 @@ enum Streamed {
     Refusal,
     /// A function call's `arguments` (content index 0).
     Arguments,
+    /// A reasoning item's `summary[i].text` (the content index is the summary index).
+    Summary,
+    /// A reasoning item's `content[i].text` (reasoning text).
+    Reasoning,
 }
 
 impl Streamed {
     /// The string's field in its part or item.
     fn field(self) -> &'static str {
         match self {
-            Streamed::Text => "text",
+            Streamed::Text | Streamed::Summary | Streamed::Reasoning => "text",
             Streamed::Refusal => "refusal",
             Streamed::Arguments => "arguments",
         }
@@ -93,6 +97,19 @@ struct ArgumentsDelta<'a> {
     output_index: usize,
     #[serde(borrow, default)]
     delta: Option<&'a RawValue>,
+}
+
+/// `response.reasoning_summary_text.delta` and `response.reasoning_text.delta`, borrowed, so
+/// that a character cut between two deltas can be joined ([`json_str::Halves`]).
+#[derive(Deserialize)]
+struct ReasoningDelta<'a> {
+    output_index: usize,
+    #[serde(default)]
+    summary_index: Option<usize>,
+    #[serde(default)]
+    content_index: Option<usize>,
+    #[serde(borrow)]
+    delta: &'a RawValue,
 }
 
 /// `response.output_text.delta`, borrowed: the hot path.
@@ -206,6 +223,57 @@ impl OpenAiResponsesDecoder {
             })
     }
 
+    /// Entry `at` of a reasoning item's `summary` (`Streamed::Summary`) or `content` list.
+    fn reasoning_entry_mut(
+        &mut self,
+        index: usize,
+        at: usize,
+        streamed: Streamed,
+    ) -> Option<&mut Object> {
+        let list = if streamed == Streamed::Summary {
+            "summary"
+        } else {
+            "content"
+        };
+        self.snapshot
+            .as_mut()?
+            .get_mut("output")?
+            .get_mut(index)?
+            .get_mut(list)?
+            .get_mut(at)?
+            .as_object_mut()
+    }
+
+    /// A reasoning summary or reasoning text delta whose entry is there, appended as the text
+    /// deltas are (a character cut between two deltas joined) and reported as thinking.
+    /// Returns `false`, having changed nothing, otherwise: the event then goes the way of the
+    /// other reasoning events ([`on_reasoning`](Self::on_reasoning)).
+    fn on_reasoning_delta(&mut self, event_type: &str, data: &str) -> Result<bool, DecodeError> {
+        let Ok(delta) = serde_json::from_str::<ReasoningDelta<'_>>(data) else {
+            return Ok(false);
+        };
+        let (streamed, at) = if event_type == "response.reasoning_summary_text.delta" {
+            (Streamed::Summary, delta.summary_index)
+        } else {
+            (Streamed::Reasoning, delta.content_index)
+        };
+        let Some(at) = at else {
+            return Ok(false);
+        };
+        if self.done
+            || self
+                .reasoning_entry_mut(delta.output_index, at, streamed)
+                .is_none()
+        {
+            return Ok(false);
+        }
+        let Ok(piece) = json_str::raw_string_halves(delta.delta) else {
+            return Ok(false);
+        };
+        self.push_streamed(event_type, (delta.output_index, at, streamed), piece)?;
+        Ok(true)
+    }
+
     /// A content part's text or refusal delta.
     fn on_text_delta(
         &mut self,
@@ -255,6 +323,9 @@ impl OpenAiResponsesDecoder {
         let object = match streamed {
             Streamed::Arguments => self.item_mut(event_type, index)?,
             Streamed::Text | Streamed::Refusal => self.part_mut(event_type, index, part)?,
+            Streamed::Summary | Streamed::Reasoning => self
+                .reasoning_entry_mut(index, part, streamed)
+                .ok_or_else(|| unknown_index(event_type, part))?,
         };
         let slot = object
             .entry(streamed.field())
@@ -287,17 +358,33 @@ impl OpenAiResponsesDecoder {
                 index,
                 partial_json: text,
             }),
+            Streamed::Summary | Streamed::Reasoning => self.emit(|| DecodeEvent::ThinkingDelta {
+                index,
+                thinking: text,
+            }),
         }
     }
 
-    /// Sends the high halves the streamed strings of output `index` still hold (only the text
-    /// and refusal of content part `part`, with `Some`) as the U+FFFD their text already shows.
+    /// Sends the high halves the streamed strings of output `index` still hold (only the text,
+    /// refusal or reasoning text of content part `part`, with `Some`) as the U+FFFD their text
+    /// already shows.
     fn flush_halves(&mut self, index: usize, part: Option<usize>) {
+        let of_part = |key: PartText, p: usize| {
+            p == key.1
+                && matches!(
+                    key.2,
+                    Streamed::Text | Streamed::Refusal | Streamed::Reasoning
+                )
+        };
+        self.flush_held(|key| key.0 == index && part.is_none_or(|p| of_part(key, p)));
+    }
+
+    /// Sends the high halves of the streamed strings `which` selects as U+FFFD.
+    fn flush_held(&mut self, which: impl Fn(PartText) -> bool) {
         let mut at = 0;
         while at < self.held.len() {
             let (key, _) = self.held[at];
-            let of_part = |p: usize| p == key.1 && key.2 != Streamed::Arguments;
-            if key.0 == index && part.is_none_or(of_part) {
+            if which(key) {
                 self.held.remove(at);
                 self.emit_text(key, char::REPLACEMENT_CHARACTER.to_string());
             } else {
@@ -395,6 +482,11 @@ impl OpenAiResponsesDecoder {
             }
             "response.function_call_arguments.delta" => {
                 return self.on_arguments_delta(event_type, data);
+            }
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta"
+                if self.on_reasoning_delta(event_type, data)? =>
+            {
+                return Ok(());
             }
             "error" => {
                 // Not JSON, it is still the provider's error.
@@ -641,6 +733,10 @@ impl OpenAiResponsesDecoder {
             | "response.reasoning_summary_text.done"
             | "response.reasoning_text.delta"
             | "response.reasoning_text.done" => {
+                if let Some(key) = reasoning_text_done(event_type, &event) {
+                    // The text is final: a half it still holds stays U+FFFD.
+                    self.flush_held(|held| held == key);
+                }
                 if !self.on_reasoning(event_type, &mut event) {
                     self.pass_through(event_type, Value::Object(event));
                 }
@@ -858,6 +954,19 @@ fn text_key(event_type: &str) -> &'static str {
     } else {
         "arguments"
     }
+}
+
+/// The streamed string a `response.reasoning_summary_text.done` or
+/// `response.reasoning_text.done` event ends.
+fn reasoning_text_done(event_type: &str, event: &Object) -> Option<PartText> {
+    let (streamed, at_key) = match event_type {
+        "response.reasoning_summary_text.done" => (Streamed::Summary, "summary_index"),
+        "response.reasoning_text.done" => (Streamed::Reasoning, "content_index"),
+        _ => return None,
+    };
+    let index = index_field(event, "output_index", event_type).ok()?;
+    let at = index_field(event, at_key, event_type).ok()?;
+    Some((index, at, streamed))
 }
 
 fn unknown_index(event_type: &str, index: usize) -> DecodeError {
