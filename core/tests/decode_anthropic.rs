@@ -1426,3 +1426,45 @@ fn null_token_counts_in_message_start_read_as_zero() {
     assert_eq!(usage["input_tokens"], 0);
     assert_eq!(usage["output_tokens"], 20);
 }
+
+/// An event read only to be passed on or reported (an unknown event, an `error`) reads a lone
+/// surrogate escape as U+FFFD like every other event: its data stays an object, and the error
+/// keeps its type (before, such data passed through as the raw text of the event).
+#[test]
+fn lone_surrogates_in_unknown_and_error_events_read_as_replacement_characters() {
+    let mut decoder = AnthropicDecoder::new();
+    let mut events = Vec::new();
+    let start = start("msg_1");
+    decoder.push_event(&start.0, &start.1.to_string()).unwrap();
+    decoder
+        .push_event(
+            "future_event",
+            r#"{"type":"future_event","note":"cut \ud83d"}"#,
+        )
+        .unwrap();
+    let error = decoder
+        .push_event(
+            "error",
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"busy \ud83d"}}"#,
+        )
+        .unwrap_err();
+    decoder.drain_events(&mut events);
+    assert!(
+        events.contains(&DecodeEvent::Unknown {
+            event_type: "future_event".into(),
+            data: json!({"type": "future_event", "note": "cut \u{fffd}"}),
+        }),
+        "{events:?}"
+    );
+    match error {
+        DecodeError::Provider {
+            error_type,
+            message,
+            ..
+        } => {
+            assert_eq!(error_type, "overloaded_error");
+            assert_eq!(message, "busy \u{fffd}");
+        }
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+}

@@ -1547,3 +1547,52 @@ fn responses_reasoning_halves_join_and_lone_ones_stay_replacement_characters() {
         .collect();
     assert_eq!(thinking, ["a", "\u{1f600}b", "\u{fffd}c", "x", "\u{fffd}"]);
 }
+
+/// Responses events read for a field and passed on (a code interpreter's code delta), and the
+/// error events of both APIs, read a lone surrogate escape as U+FFFD: before, such an event
+/// passed through as its raw text, and the code delta was lost from the message.
+#[test]
+fn lone_surrogates_in_passed_on_and_error_events_read_as_replacement_characters() {
+    let item = json!({"type": "code_interpreter_call", "id": "ci_1", "code": "",
+        "status": "in_progress"});
+    let (decoder, events, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item}),
+        ),
+        (
+            "response.code_interpreter_call_code.delta",
+            Value::String(
+                r#"{"type":"response.code_interpreter_call_code.delta","output_index":0,"item_id":"ci_1","delta":"print('\ud83d')"}"#
+                    .to_owned(),
+            ),
+        ),
+        (
+            "error",
+            Value::String(
+                r#"{"type":"error","code":"server_error","message":"busy \ud83d"}"#.to_owned(),
+            ),
+        ),
+    ]);
+    assert_eq!(decoder.message()["output"][0]["code"], "print('\u{fffd}')");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::Unknown { data, .. }
+            if data["delta"] == "print('\u{fffd}')")),
+        "{events:?}"
+    );
+    match error {
+        Some(DecodeError::Provider { message, .. }) => assert_eq!(message, "busy \u{fffd}"),
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+
+    let start = chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}}]));
+    let error = r#"{"error":{"message":"busy \ud83d","type":"server_error"}}"#.to_owned();
+    let (_, _, error) = chat(&[start, error]);
+    match error {
+        Some(DecodeError::Provider { message, .. }) => assert_eq!(message, "busy \u{fffd}"),
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+}

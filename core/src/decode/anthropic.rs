@@ -10,7 +10,7 @@ use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str::{self, Halves};
 use super::partial_json::{PartialJson, PartialMode, Repair};
-use super::{EventDecoder, decode_lone_surrogates_lossily};
+use super::{EventDecoder, data_value, decode_lone_surrogates_lossily};
 use crate::message::anthropic::{ContentBlock, Message};
 
 /// Anthropic Messages streaming: `message_start`, `content_block_start/delta/stop`,
@@ -746,8 +746,7 @@ impl AnthropicDecoder {
     }
 
     fn on_error(&mut self, data: &str) -> DecodeError {
-        let raw: Value =
-            serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+        let raw = data_value(data);
         let error = DecodeError::provider(raw);
         tracing::debug!(%error, "provider error event in stream");
         error
@@ -772,12 +771,11 @@ impl AnthropicDecoder {
             "message_stop" => self.on_message_stop(),
             "error" => Err(self.on_error(data)),
             _ => {
-                let data_value =
-                    serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+                let data = data_value(data);
                 tracing::debug!(event_type = kind, "unknown event passed through");
                 self.emit(|| DecodeEvent::Unknown {
                     event_type: kind.to_owned(),
-                    data: data_value,
+                    data,
                 });
                 Ok(())
             }

@@ -69,6 +69,14 @@ pub(crate) fn decode_lone_surrogates_lossily(
     }
 }
 
+/// The value of event data read only to pass it on or to report it (an unknown event, a
+/// provider's error): JSON whose lone surrogate escapes read as U+FFFD, as in every other event,
+/// and data that is not JSON at all as a string of its text.
+pub(crate) fn data_value(data: &str) -> serde_json::Value {
+    crate::json_text::from_str_lossy(data)
+        .unwrap_or_else(|_| serde_json::Value::String(data.to_owned()))
+}
+
 /// The common interface of the provider decoders.
 pub trait EventDecoder {
     /// Decodes and accumulates one SSE event. `event_type` is the SSE `event` field (`message`

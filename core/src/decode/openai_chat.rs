@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
-use super::{EventDecoder, decode_lone_surrogates_lossily};
+use super::{EventDecoder, data_value, decode_lone_surrogates_lossily};
 
 type Object = Map<String, Value>;
 
@@ -2038,7 +2038,7 @@ impl OpenAiChatDecoder {
             return Ok(());
         }
         if event_type == "error" {
-            let raw = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+            let raw = data_value(data);
             return Err(self.fail(raw));
         }
         if fast && !self.done && self.text_fast_path && self.try_text_chunk(data) {

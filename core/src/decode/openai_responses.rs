@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
-use super::{EventDecoder, decode_lone_surrogates_lossily};
+use super::{EventDecoder, data_value, decode_lone_surrogates_lossily};
 
 type Object = Map<String, Value>;
 
@@ -490,8 +490,7 @@ impl OpenAiResponsesDecoder {
             }
             "error" => {
                 // Not JSON, it is still the provider's error.
-                let raw =
-                    serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+                let raw = data_value(data);
                 return Err(self.fail(raw));
             }
             _ => {}
@@ -500,7 +499,7 @@ impl OpenAiResponsesDecoder {
         let value: Value = match serde_json::from_str(data) {
             Ok(value) => value,
             Err(e) if known => return Err(DecodeError::json(event_type, e)),
-            Err(_) => Value::String(data.to_owned()),
+            Err(_) => data_value(data),
         };
         let mut event = match value {
             Value::Object(event) => event,
