@@ -870,10 +870,9 @@ fn chat_done_marker_with_trailing_whitespace_ends_the_stream() {
     }
 }
 
-#[test]
-fn responses_reasoning_accumulates_and_streams_as_thinking() {
-    let item = json!({"type": "reasoning", "id": "rs_1", "summary": []});
-    let (decoder, events, error) = responses(&[
+/// A stream's start up to a reasoning item `item` (`rs_1`) and the first part of its summary.
+fn reasoning_opening(item: Value) -> Vec<(&'static str, Value)> {
+    vec![
         created(),
         (
             "response.output_item.added",
@@ -884,6 +883,14 @@ fn responses_reasoning_accumulates_and_streams_as_thinking() {
             json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0,
             "part": {"type": "summary_text", "text": ""}}),
         ),
+    ]
+}
+
+#[test]
+fn responses_reasoning_accumulates_and_streams_as_thinking() {
+    let item = json!({"type": "reasoning", "id": "rs_1", "summary": []});
+    let mut stream = reasoning_opening(item);
+    stream.extend([
         (
             "response.reasoning_summary_text.delta",
             json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0, "delta": "Think"}),
@@ -919,6 +926,7 @@ fn responses_reasoning_accumulates_and_streams_as_thinking() {
             json!({"output_index": 0, "item_id": "rs_1", "content_index": 0, "delta": " cot"}),
         ),
     ]);
+    let (decoder, events, error) = responses(&stream);
     assert!(error.is_none(), "{error:?}");
     let output = &decoder.message()["output"][0];
     assert_eq!(
@@ -1494,41 +1502,24 @@ fn chat_arguments_half_in_the_first_chunk_joins_the_next_fragment() {
 /// whose other half never comes is U+FFFD, also when the text's `done` event ends it.
 #[test]
 fn responses_reasoning_halves_join_and_lone_ones_stay_replacement_characters() {
-    let delta = |kind: &str, at_key: &str, delta: &str| {
+    // Raw data: `json!` cannot hold a lone surrogate.
+    let delta = |name: &'static str, at_key: &str, delta: &str| {
         let data = format!(
-            r#"{{"type":"response.{kind}.delta","output_index":0,"item_id":"rs_1","{at_key}":0,"delta":"{delta}"}}"#
+            r#"{{"type":"{name}","output_index":0,"item_id":"rs_1","{at_key}":0,"delta":"{delta}"}}"#
         );
-        (kind.to_owned(), Value::String(data))
+        (name, Value::String(data))
     };
-    let summary = |d: &str| delta("reasoning_summary_text", "summary_index", d);
-    let reasoning = |d: &str| delta("reasoning_text", "content_index", d);
+    let summary = |d: &str| delta("response.reasoning_summary_text.delta", "summary_index", d);
+    let reasoning = |d: &str| delta("response.reasoning_text.delta", "content_index", d);
     let item = json!({"type": "reasoning", "id": "rs_1", "summary": [],
         "content": [{"type": "reasoning_text", "text": ""}]});
-    let steps = [
+    let mut stream = reasoning_opening(item);
+    stream.extend([
         summary(r"a\ud83d"),
         summary(r"\ude00b\ud83d"),
         summary("c"),
         reasoning(r"x\ud83d"),
-    ];
-    let mut stream = vec![
-        created(),
-        (
-            "response.output_item.added",
-            json!({"output_index": 0, "item": item}),
-        ),
-        (
-            "response.reasoning_summary_part.added",
-            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0,
-            "part": {"type": "summary_text", "text": ""}}),
-        ),
-    ];
-    let names: Vec<String> = steps
-        .iter()
-        .map(|(kind, _)| format!("response.{kind}.delta"))
-        .collect();
-    for ((_, data), name) in steps.iter().zip(&names) {
-        stream.push((name.as_str(), data.clone()));
-    }
+    ]);
     stream.push((
         "response.reasoning_text.done",
         json!({"output_index": 0, "item_id": "rs_1", "content_index": 0, "text": "x\u{fffd}"}),
