@@ -870,6 +870,17 @@ fn chat_done_marker_with_trailing_whitespace_ends_the_stream() {
     }
 }
 
+/// The text of each thinking delta of output 0, in order.
+fn thinking_of_output_0(events: &[DecodeEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A stream's start up to a reasoning item `item` (`rs_1`) and the first part of its summary.
 fn reasoning_opening(item: Value) -> Vec<(&'static str, Value)> {
     vec![
@@ -934,13 +945,7 @@ fn responses_reasoning_accumulates_and_streams_as_thinking() {
         json!([{"type": "summary_text", "text": "Thinking."}, {"type": "summary_text", "text": "More"}])
     );
     assert_eq!(output["content"][0]["text"], "raw cot");
-    let thinking: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match e {
-            DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
-            _ => None,
-        })
-        .collect();
+    let thinking = thinking_of_output_0(&events);
     // The second summary section starts with a blank line, as the sections read joined.
     assert_eq!(thinking, ["Think", "ing", "\n\n", "More", "raw", " cot"]);
 }
@@ -1194,13 +1199,7 @@ fn chat_reasoning_deltas_are_thinking() {
         "[DONE]".to_owned(),
     ]);
     assert!(error.is_none(), "{error:?}");
-    let thinking: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match e {
-            DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
-            _ => None,
-        })
-        .collect();
+    let thinking = thinking_of_output_0(&events);
     assert_eq!(thinking, ["Let", " me think", ".", " Done."], "{events:?}");
     let message = decoder.finish().unwrap();
     assert_eq!(message["choices"][0]["message"]["content"], "Hi");
@@ -1529,13 +1528,7 @@ fn responses_reasoning_halves_join_and_lone_ones_stay_replacement_characters() {
     let output = &decoder.message()["output"][0];
     assert_eq!(output["summary"][0]["text"], "a\u{1f600}b\u{fffd}c");
     assert_eq!(output["content"][0]["text"], "x\u{fffd}");
-    let thinking: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match e {
-            DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
-            _ => None,
-        })
-        .collect();
+    let thinking = thinking_of_output_0(&events);
     assert_eq!(thinking, ["a", "\u{1f600}b", "\u{fffd}c", "x", "\u{fffd}"]);
 }
 
