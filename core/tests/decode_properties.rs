@@ -508,6 +508,53 @@ fn responses_reasoning_stream(
     )
 }
 
+/// A [`responses_stream`] of one custom tool call's input (or, with `mcp`, one MCP call's
+/// arguments) `text` cut at `cuts` (UTF-16 indexes), then the text's done event. Returns the
+/// stream, the length of its part before the done event, and the deltas' event type.
+fn responses_call_input_stream(
+    mcp: bool,
+    text: &str,
+    cuts: &[prop::sample::Index],
+) -> (String, usize, &'static str) {
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let (item_type, field, name, done_name) = if mcp {
+        (
+            "mcp_call",
+            "arguments",
+            "response.mcp_call_arguments.delta",
+            "response.mcp_call_arguments.done",
+        )
+    } else {
+        (
+            "custom_tool_call",
+            "input",
+            "response.custom_tool_call_input.delta",
+            "response.custom_tool_call_input.done",
+        )
+    };
+    let item = |status: &str, text: &str| {
+        json!({"type": item_type, "id": "call_1", "call_id": "c1", "name": "apply_patch",
+            "server_label": "s", field: text, "status": status})
+    };
+    let streamed: Vec<(String, String)> = js_pieces(&units, cuts)
+        .into_iter()
+        .map(|piece| {
+            let data = format!(
+                r#"{{"type":"{name}","output_index":0,"item_id":"call_1","delta":{piece}}}"#
+            );
+            (name.to_owned(), data)
+        })
+        .collect();
+    let done = json!({"type": done_name, "output_index": 0, "item_id": "call_1", field: text});
+    let (stream, streamed_len) = responses_stream(
+        &item("in_progress", ""),
+        &streamed,
+        &[(done_name.to_owned(), done.to_string())],
+        &item("completed", text),
+    );
+    (stream, streamed_len, name)
+}
+
 /// An Anthropic stream with one block of `kind` whose text is `units` cut at `cuts` (UTF-16
 /// indexes, as a JavaScript gateway cuts text), each piece a delta written by `js_stringify`.
 fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> String {
@@ -797,6 +844,35 @@ proptest! {
         let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
         prop_assert_eq!(&message["output"][0][list][0]["text"], &Value::from(text.as_str()));
         prop_assert_eq!(sent_text(&events), text);
+    }
+
+    /// The same for an OpenAI Responses custom tool call's input or MCP call's arguments, whose
+    /// deltas pass through as events of their own: the item's text before the `done` event, and
+    /// the passed-on deltas, are the text.
+    #[test]
+    fn responses_call_input_cut_at_any_utf16_index_decodes_to_the_text(
+        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        mcp in any::<bool>(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+    ) {
+        let field = if mcp { "arguments" } else { "input" };
+        let (stream, streamed_len, name) = responses_call_input_stream(mcp, &text, &cuts);
+        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+        decoder.feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len])).unwrap();
+        prop_assert_eq!(&decoder.message()["output"][0][field], &Value::from(text.as_str()));
+        let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
+        prop_assert_eq!(&message["output"][0][field], &Value::from(text.as_str()));
+        let passed_on: String = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::Unknown { event_type, data } if event_type == name => {
+                    data["delta"].as_str()
+                }
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(passed_on, text);
     }
 
     /// The same for an OpenAI Responses function call's arguments (JSON text whose strings

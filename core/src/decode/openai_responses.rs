@@ -71,6 +71,10 @@ enum Streamed {
     Summary,
     /// A reasoning item's `content[i].text` (reasoning text).
     Reasoning,
+    /// A custom tool call's `input` (content index 0); its deltas are passed on, not typed.
+    CustomInput,
+    /// An MCP call's `arguments` (content index 0); its deltas are passed on, not typed.
+    McpArguments,
 }
 
 impl Streamed {
@@ -79,7 +83,8 @@ impl Streamed {
         match self {
             Streamed::Text | Streamed::Summary | Streamed::Reasoning => "text",
             Streamed::Refusal => "refusal",
-            Streamed::Arguments => "arguments",
+            Streamed::Arguments | Streamed::McpArguments => "arguments",
+            Streamed::CustomInput => "input",
         }
     }
 }
@@ -309,6 +314,46 @@ impl OpenAiResponsesDecoder {
         )
     }
 
+    /// `response.custom_tool_call_input.delta` and `response.mcp_call_arguments.delta` for an
+    /// item that is there: appended as the text deltas are (a character cut between two deltas
+    /// joined), then passed on with `delta` as joined. Returns `false`, having changed nothing,
+    /// otherwise: the general path reads the event (and reports what is wrong with it).
+    fn on_call_input_delta(&mut self, event_type: &str, data: &str) -> Result<bool, DecodeError> {
+        let Ok(delta) = serde_json::from_str::<ArgumentsDelta<'_>>(data) else {
+            return Ok(false);
+        };
+        let Some(raw) = delta.delta.filter(|raw| raw.get().starts_with('"')) else {
+            return Ok(false);
+        };
+        let index = delta.output_index;
+        let item_is_there = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.get("output"))
+            .and_then(|o| o.get(index))
+            .is_some_and(Value::is_object);
+        if self.done || !item_is_there {
+            return Ok(false);
+        }
+        let Ok(piece) = json_str::raw_string_halves(raw) else {
+            return Ok(false);
+        };
+        let streamed = if event_type == "response.custom_tool_call_input.delta" {
+            Streamed::CustomInput
+        } else {
+            Streamed::McpArguments
+        };
+        let added = self.append_streamed(event_type, (index, 0, streamed), piece)?;
+        if self.record {
+            let mut event = data_value(data);
+            if let Some(fields) = event.as_object_mut() {
+                fields.insert("delta".to_owned(), Value::String(added));
+            }
+            self.pass_through(event_type, event);
+        }
+        Ok(true)
+    }
+
     /// Appends a delta to the streamed string `key`, joining a character cut between this delta
     /// and the previous one (the high half `key` holds), and emits what it adds.
     fn push_streamed(
@@ -317,11 +362,26 @@ impl OpenAiResponsesDecoder {
         key: PartText,
         piece: json_str::Halves<'_>,
     ) -> Result<(), DecodeError> {
+        let added = self.append_streamed(event_type, key, piece)?;
+        self.emit_text(key, added);
+        Ok(())
+    }
+
+    /// Appends a delta to the streamed string `key` as [`push_streamed`](Self::push_streamed)
+    /// does, and returns what it adds.
+    fn append_streamed(
+        &mut self,
+        event_type: &str,
+        key: PartText,
+        piece: json_str::Halves<'_>,
+    ) -> Result<String, DecodeError> {
         let at = self.held.iter().position(|(part, _)| *part == key);
         let mut held = at.map(|at| self.held.swap_remove(at).1);
         let (index, part, streamed) = key;
         let object = match streamed {
-            Streamed::Arguments => self.item_mut(event_type, index)?,
+            Streamed::Arguments | Streamed::CustomInput | Streamed::McpArguments => {
+                self.item_mut(event_type, index)?
+            }
             Streamed::Text | Streamed::Refusal => self.part_mut(event_type, index, part)?,
             Streamed::Summary | Streamed::Reasoning => self
                 .reasoning_entry_mut(index, part, streamed)
@@ -341,8 +401,7 @@ impl OpenAiResponsesDecoder {
         if let Some(high) = held {
             self.held.push((key, high));
         }
-        self.emit_text(key, added.into_owned());
-        Ok(())
+        Ok(added.into_owned())
     }
 
     /// Emits `text` as a delta of the streamed string `key`.
@@ -362,6 +421,8 @@ impl OpenAiResponsesDecoder {
                 index,
                 thinking: text,
             }),
+            // Their deltas pass through as events of their own; the `done` event has the text.
+            Streamed::CustomInput | Streamed::McpArguments => {}
         }
     }
 
@@ -485,6 +546,11 @@ impl OpenAiResponsesDecoder {
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta"
                 if self.on_reasoning_delta(event_type, data)? =>
+            {
+                return Ok(());
+            }
+            "response.custom_tool_call_input.delta" | "response.mcp_call_arguments.delta"
+                if self.on_call_input_delta(event_type, data)? =>
             {
                 return Ok(());
             }
@@ -658,6 +724,11 @@ impl OpenAiResponsesDecoder {
             }
             "response.custom_tool_call_input.done" | "response.mcp_call_arguments.done" => {
                 let index = index_field(&event, "output_index", event_type)?;
+                // The text is final: a half it still holds stays the U+FFFD it shows.
+                self.flush_held(|key| {
+                    key.0 == index
+                        && matches!(key.2, Streamed::CustomInput | Streamed::McpArguments)
+                });
                 let key = text_key(event_type);
                 if let Some(text) = event.get(key).filter(|t| t.is_string()) {
                     let text = text.clone();
