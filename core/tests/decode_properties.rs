@@ -10,6 +10,7 @@ mod common;
 use bytes::Bytes;
 use ferroloop::decode::{DecodeEvent, Provider, StreamDecoder};
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use serde_json::{Map, Value, json};
 
 /// Text with the characters that stress the decoders: quotes, backslashes, line ends,
@@ -318,6 +319,12 @@ fn chat_stream(
     )
 }
 
+/// Text for the cut-text properties: characters outside the BMP (a surrogate pair in UTF-16,
+/// which a cut may split), multi-byte UTF-8, and characters JSON escapes.
+fn cut_text() -> impl Strategy<Value = String> {
+    "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}"
+}
+
 /// `units` cut at `cuts` (UTF-16 indexes, as a JavaScript gateway cuts text), each piece as
 /// `JSON.stringify` writes it.
 fn js_pieces(units: &[u16], cuts: &[prop::sample::Index]) -> Vec<String> {
@@ -555,6 +562,29 @@ fn responses_call_input_stream(
     (stream, streamed_len, name)
 }
 
+/// A Responses `stream` decoded twice: its first `streamed_len` bytes (the deltas, before the
+/// done events that replace the text) in one chunk, and the whole of it cut at `chunking`; the
+/// string at `pointer` (a JSON pointer into the message) must be `expected` both times. Returns
+/// the events of the whole stream.
+fn responses_streamed_and_final(
+    stream: &str,
+    streamed_len: usize,
+    chunking: &[prop::sample::Index],
+    pointer: &str,
+    expected: &str,
+) -> Result<Vec<DecodeEvent>, TestCaseError> {
+    let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+    decoder
+        .feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len]))
+        .unwrap();
+    let expected = Some(Value::from(expected));
+    let streamed = decoder.message();
+    prop_assert_eq!(streamed.pointer(pointer), expected.as_ref());
+    let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), chunking);
+    prop_assert_eq!(message.pointer(pointer), expected.as_ref());
+    Ok(events)
+}
+
 /// An Anthropic stream with one block of `kind` whose text is `units` cut at `cuts` (UTF-16
 /// indexes, as a JavaScript gateway cuts text), each piece a delta written by `js_stringify`.
 fn cut_text_stream(kind: &str, units: &[u16], cuts: &[prop::sample::Index]) -> String {
@@ -686,7 +716,7 @@ proptest! {
     /// at any chunking of the stream.
     #[test]
     fn text_cut_at_any_utf16_index_decodes_to_the_text(
-        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        text in cut_text(),
         kind in prop::sample::select(vec!["text", "thinking", "tool"]),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
@@ -709,7 +739,7 @@ proptest! {
     /// (template, serde text chunk, general) each chunk takes.
     #[test]
     fn chat_text_cut_at_any_utf16_index_decodes_to_the_text(
-        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        text in cut_text(),
         refusal in any::<bool>(),
         first in "[a-z]{0,2}",
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
@@ -749,7 +779,7 @@ proptest! {
     /// choices after one without (Azure's prompt filter results), which reach different paths.
     #[test]
     fn chat_arguments_cut_at_any_utf16_index_decode_to_the_arguments(
-        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        text in cut_text(),
         first_in_start in any::<bool>(),
         opening in 0..3usize,
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
@@ -805,22 +835,21 @@ proptest! {
     /// `done` event (which replaces it with the whole) and the deltas' events are the text.
     #[test]
     fn responses_text_cut_at_any_utf16_index_decodes_to_the_text(
-        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        text in cut_text(),
         refusal in any::<bool>(),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
     ) {
         let (kind, field) = if refusal { ("refusal", "refusal") } else { ("output_text", "text") };
         let (stream, streamed_len) = responses_text_stream(kind, field, &text, &cuts);
-        // The deltas alone: the part's text as accumulated.
-        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
-        decoder.feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len])).unwrap();
-        prop_assert_eq!(
-            &decoder.message()["output"][0]["content"][0][field],
-            &Value::from(text.as_str())
-        );
-        let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
-        prop_assert_eq!(&message["output"][0]["content"][0][field], &Value::from(text.as_str()));
+        let pointer = format!("/output/0/content/0/{field}");
+        let events = responses_streamed_and_final(
+            &stream,
+            streamed_len,
+            &chunking,
+            &pointer,
+            &text,
+        )?;
         prop_assert_eq!(sent_text(&events), text);
     }
 
@@ -828,21 +857,21 @@ proptest! {
     /// before its `done` event, and the thinking events, are the text.
     #[test]
     fn responses_reasoning_cut_at_any_utf16_index_decodes_to_the_text(
-        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        text in cut_text(),
         summary in any::<bool>(),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
     ) {
         let list = if summary { "summary" } else { "content" };
         let (stream, streamed_len) = responses_reasoning_stream(summary, &text, &cuts);
-        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
-        decoder.feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len])).unwrap();
-        prop_assert_eq!(
-            &decoder.message()["output"][0][list][0]["text"],
-            &Value::from(text.as_str())
-        );
-        let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
-        prop_assert_eq!(&message["output"][0][list][0]["text"], &Value::from(text.as_str()));
+        let pointer = format!("/output/0/{list}/0/text");
+        let events = responses_streamed_and_final(
+            &stream,
+            streamed_len,
+            &chunking,
+            &pointer,
+            &text,
+        )?;
         prop_assert_eq!(sent_text(&events), text);
     }
 
@@ -851,18 +880,21 @@ proptest! {
     /// the passed-on deltas, are the text.
     #[test]
     fn responses_call_input_cut_at_any_utf16_index_decodes_to_the_text(
-        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        text in cut_text(),
         mcp in any::<bool>(),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
     ) {
         let field = if mcp { "arguments" } else { "input" };
         let (stream, streamed_len, name) = responses_call_input_stream(mcp, &text, &cuts);
-        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
-        decoder.feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len])).unwrap();
-        prop_assert_eq!(&decoder.message()["output"][0][field], &Value::from(text.as_str()));
-        let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
-        prop_assert_eq!(&message["output"][0][field], &Value::from(text.as_str()));
+        let pointer = format!("/output/0/{field}");
+        let events = responses_streamed_and_final(
+            &stream,
+            streamed_len,
+            &chunking,
+            &pointer,
+            &text,
+        )?;
         let passed_on: String = events
             .iter()
             .filter_map(|e| match e {
@@ -880,20 +912,19 @@ proptest! {
     /// before their `done` event, and the deltas' events, are the arguments.
     #[test]
     fn responses_arguments_cut_at_any_utf16_index_decode_to_the_arguments(
-        text in "[a-z \"\\\\é日😀🤔\u{10000}\u{10FFFF}]{0,16}",
+        text in cut_text(),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
     ) {
         let arguments = json!({"query": text}).to_string();
         let (stream, streamed_len) = responses_arguments_stream(&arguments, &cuts);
-        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
-        decoder.feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len])).unwrap();
-        prop_assert_eq!(
-            &decoder.message()["output"][0]["arguments"],
-            &Value::from(arguments.as_str())
-        );
-        let (message, events) = decode(Provider::OpenAiResponses, stream.as_bytes(), &chunking);
-        prop_assert_eq!(&message["output"][0]["arguments"], &Value::from(arguments.as_str()));
+        let events = responses_streamed_and_final(
+            &stream,
+            streamed_len,
+            &chunking,
+            "/output/0/arguments",
+            &arguments,
+        )?;
         prop_assert_eq!(sent_text(&events), arguments);
     }
 }
