@@ -1,6 +1,8 @@
 //! Hand-written OpenAI Chat Completions and Responses streams.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use bytes::Bytes;
 use ferroloop::decode::{
     DecodeError, DecodeEvent, EventDecoder, OpenAiChatDecoder, OpenAiResponsesDecoder,
@@ -1579,4 +1581,30 @@ fn lone_surrogates_in_passed_on_and_error_events_read_as_replacement_characters(
         Some(DecodeError::Provider { message, .. }) => assert_eq!(message, "busy \u{fffd}"),
         other => panic!("expected a provider error, got {other:?}"),
     }
+}
+
+/// A custom tool call's input delta that follows a held half without completing it passes on
+/// the half as U+FFFD before its own text, even with no lone surrogate escape of its own.
+#[test]
+fn responses_custom_input_half_not_completed_is_passed_on_as_a_replacement_character() {
+    let name = "response.custom_tool_call_input.delta";
+    let delta = |delta: &str| {
+        let data =
+            format!(r#"{{"type":"{name}","output_index":0,"item_id":"ctc_1","delta":"{delta}"}}"#);
+        (name, Value::String(data))
+    };
+    let item = json!({"type": "custom_tool_call", "id": "ctc_1", "call_id": "c1",
+        "name": "apply_patch", "input": "", "status": "in_progress"});
+    let (decoder, events, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item}),
+        ),
+        delta(r"a\ud83d"),
+        delta("b"),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(decoder.message()["output"][0]["input"], "a\u{fffd}b");
+    assert_eq!(common::passed_on_deltas(&events, name), ["a", "\u{fffd}b"]);
 }

@@ -517,12 +517,12 @@ fn responses_reasoning_stream(
 
 /// A [`responses_stream`] of one custom tool call's input (or, with `mcp`, one MCP call's
 /// arguments) `text` cut at `cuts` (UTF-16 indexes), then the text's done event. Returns the
-/// stream, the length of its part before the done event, and the deltas' event type.
+/// stream with the length of its part before the done event, and the deltas' event type.
 fn responses_call_input_stream(
     mcp: bool,
     text: &str,
     cuts: &[prop::sample::Index],
-) -> (String, usize, &'static str) {
+) -> ((String, usize), &'static str) {
     let units: Vec<u16> = text.encode_utf16().collect();
     let (item_type, field, name, done_name) = if mcp {
         (
@@ -553,13 +553,13 @@ fn responses_call_input_stream(
         })
         .collect();
     let done = json!({"type": done_name, "output_index": 0, "item_id": "call_1", field: text});
-    let (stream, streamed_len) = responses_stream(
+    let cut = responses_stream(
         &item("in_progress", ""),
         &streamed,
         &[(done_name.to_owned(), done.to_string())],
         &item("completed", text),
     );
-    (stream, streamed_len, name)
+    (cut, name)
 }
 
 /// A Responses `stream` decoded twice: its first `streamed_len` bytes (the deltas, before the
@@ -567,15 +567,14 @@ fn responses_call_input_stream(
 /// string at `pointer` (a JSON pointer into the message) must be `expected` both times. Returns
 /// the events of the whole stream.
 fn responses_streamed_and_final(
-    stream: &str,
-    streamed_len: usize,
+    (stream, streamed_len): &(String, usize),
     chunking: &[prop::sample::Index],
     pointer: &str,
     expected: &str,
 ) -> Result<Vec<DecodeEvent>, TestCaseError> {
     let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
     decoder
-        .feed(Bytes::copy_from_slice(&stream.as_bytes()[..streamed_len]))
+        .feed(Bytes::copy_from_slice(&stream.as_bytes()[..*streamed_len]))
         .unwrap();
     let expected = Some(Value::from(expected));
     let streamed = decoder.message();
@@ -841,15 +840,9 @@ proptest! {
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
     ) {
         let (kind, field) = if refusal { ("refusal", "refusal") } else { ("output_text", "text") };
-        let (stream, streamed_len) = responses_text_stream(kind, field, &text, &cuts);
+        let cut = responses_text_stream(kind, field, &text, &cuts);
         let pointer = format!("/output/0/content/0/{field}");
-        let events = responses_streamed_and_final(
-            &stream,
-            streamed_len,
-            &chunking,
-            &pointer,
-            &text,
-        )?;
+        let events = responses_streamed_and_final(&cut, &chunking, &pointer, &text)?;
         prop_assert_eq!(sent_text(&events), text);
     }
 
@@ -863,15 +856,9 @@ proptest! {
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
     ) {
         let list = if summary { "summary" } else { "content" };
-        let (stream, streamed_len) = responses_reasoning_stream(summary, &text, &cuts);
+        let cut = responses_reasoning_stream(summary, &text, &cuts);
         let pointer = format!("/output/0/{list}/0/text");
-        let events = responses_streamed_and_final(
-            &stream,
-            streamed_len,
-            &chunking,
-            &pointer,
-            &text,
-        )?;
+        let events = responses_streamed_and_final(&cut, &chunking, &pointer, &text)?;
         prop_assert_eq!(sent_text(&events), text);
     }
 
@@ -886,24 +873,10 @@ proptest! {
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
     ) {
         let field = if mcp { "arguments" } else { "input" };
-        let (stream, streamed_len, name) = responses_call_input_stream(mcp, &text, &cuts);
+        let (cut, name) = responses_call_input_stream(mcp, &text, &cuts);
         let pointer = format!("/output/0/{field}");
-        let events = responses_streamed_and_final(
-            &stream,
-            streamed_len,
-            &chunking,
-            &pointer,
-            &text,
-        )?;
-        let passed_on: String = events
-            .iter()
-            .filter_map(|e| match e {
-                DecodeEvent::Unknown { event_type, data } if event_type == name => {
-                    data["delta"].as_str()
-                }
-                _ => None,
-            })
-            .collect();
+        let events = responses_streamed_and_final(&cut, &chunking, &pointer, &text)?;
+        let passed_on: String = common::passed_on_deltas(&events, name).concat();
         prop_assert_eq!(passed_on, text);
     }
 
@@ -917,14 +890,8 @@ proptest! {
         chunking in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
     ) {
         let arguments = json!({"query": text}).to_string();
-        let (stream, streamed_len) = responses_arguments_stream(&arguments, &cuts);
-        let events = responses_streamed_and_final(
-            &stream,
-            streamed_len,
-            &chunking,
-            "/output/0/arguments",
-            &arguments,
-        )?;
+        let cut = responses_arguments_stream(&arguments, &cuts);
+        let events = responses_streamed_and_final(&cut, &chunking, "/output/0/arguments", &arguments)?;
         prop_assert_eq!(sent_text(&events), arguments);
     }
 }

@@ -105,8 +105,18 @@ struct ChoiceEdges {
     index: usize,
     content: Edges,
     refusal: Edges,
-    /// Per entry of the delta's `tool_calls`, in order: its `function.arguments`.
+    /// Per entry of the delta's `tool_calls`, in order: its `function.arguments` (empty when
+    /// none has a half).
     arguments: Vec<Edges>,
+}
+
+impl ChoiceEdges {
+    /// Whether any of the choice's strings has a half at an edge.
+    fn has_halves(&self) -> bool {
+        self.content != Edges::default()
+            || self.refusal != Edges::default()
+            || !self.arguments.is_empty()
+    }
 }
 
 /// A chunk read only for the strings a JavaScript server may cut a character between, kept raw
@@ -192,11 +202,7 @@ fn edges_of(data: &str) -> Vec<ChoiceEdges> {
                 refusal: edges(delta.refusal),
                 arguments: arguments(delta.tool_calls),
             };
-            let none = ChoiceEdges {
-                index: found.index,
-                ..ChoiceEdges::default()
-            };
-            (found != none).then_some(found)
+            found.has_halves().then_some(found)
         })
         .collect()
 }

@@ -10,6 +10,7 @@ use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
 use super::{EventDecoder, data_value, decode_lone_surrogates_lossily};
+use crate::json_text::lone_surrogates_replaced;
 
 type Object = Map<String, Value>;
 
@@ -319,6 +320,15 @@ impl OpenAiResponsesDecoder {
     /// joined), then passed on with `delta` as joined. Returns `false`, having changed nothing,
     /// otherwise: the general path reads the event (and reports what is wrong with it).
     fn on_call_input_delta(&mut self, event_type: &str, data: &str) -> Result<bool, DecodeError> {
+        // The usual delta (no lone surrogate escape, no half held) is read once, by the general
+        // path: this one would parse it a second time to pass it on.
+        let holding = self
+            .held
+            .iter()
+            .any(|(key, _)| matches!(key.2, Streamed::CustomInput | Streamed::McpArguments));
+        if !holding && matches!(lone_surrogates_replaced(data), Cow::Borrowed(_)) {
+            return Ok(false);
+        }
         let Ok(delta) = serde_json::from_str::<ArgumentsDelta<'_>>(data) else {
             return Ok(false);
         };

@@ -147,3 +147,21 @@ pub fn js_stringify(units: &[u16]) -> String {
     out.push('"');
     out
 }
+
+/// The `delta` of every passed-on event of type `event_type`, in order (the events a decoder
+/// passes through, such as a Responses custom tool call's input deltas).
+pub fn passed_on_deltas<'a>(
+    events: &'a [ferroloop::decode::DecodeEvent],
+    event_type: &str,
+) -> Vec<&'a str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ferroloop::decode::DecodeEvent::Unknown {
+                event_type: kind,
+                data,
+            } if kind == event_type => data["delta"].as_str(),
+            _ => None,
+        })
+        .collect()
+}
