@@ -19,12 +19,30 @@
 //! character costs a few compares per block, not a decode. The AVX-512 kernel looks the leads up
 //! sixteen at a time in `SCRIPT_OF` (`classes/avx512.rs`, `ScriptIds`), with the same result.
 
-/// Number of script counts: 25 scripts, then 4 groups of characters counted apart from their
-/// script (see [`SCRIPT_NAMES`]).
-pub const SCRIPT_COUNT: usize = 29;
+/// Number of script counts: 25 scripts, 4 groups of characters counted apart from their script,
+/// then 3 groups of three-byte characters the first 25 left at the flat price (see
+/// [`SCRIPT_NAMES`]).
+pub const SCRIPT_COUNT: usize = 32;
 
-/// Script names, in the order of [`ClassCounts::scripts`](super::ClassCounts::scripts). The last
-/// four are characters of the scripts before them that count apart (`SCRIPT_CHARACTERS`).
+/// Script names, in the order of [`ClassCounts::scripts`](super::ClassCounts::scripts). Entries
+/// 25–28 are characters of the scripts before them that count apart (`SCRIPT_CHARACTERS`); the
+/// last three are groups of blocks rather than scripts:
+///
+/// - `rare_script`: letters of scripts the vocabularies have (almost) no tokens for, so that each
+///   character costs about one token per UTF-8 byte (Tibetan, Mongolian, Cherokee, Canadian
+///   syllabics, Runic, Ogham, Ol Chiki, Tifinagh, Glagolitic, Coptic, Balinese and the other
+///   scripts of Indonesia and the Philippines, Hangul Jamo (decomposed Korean), Braille, Kangxi
+///   radicals, CJK compatibility ideographs, ...);
+/// - `symbols`: arrows, mathematical operators, technical symbols, enclosed alphanumerics,
+///   geometric shapes and the other symbol blocks of U+2070–U+2AFF: not the general punctuation
+///   and currency signs of prose, nor box drawing, which has its own count, nor the blocks of
+///   U+2600–U+27BF and U+2B00–U+2BFF, where the three-byte emoji are (✅ ❤ ⚠ ✨ ⭐ ☕, priced
+///   with the four-byte ones they appear among);
+/// - `latin_ext_additional`: Latin Extended Additional (U+1E00–U+1EFF), the precomposed letters
+///   of Vietnamese (ạ ế ồ ữ ...), which o200k spends about a token on and claude-legacy more.
+///
+/// Before they had counts of their own these characters cost the flat `other3` price, fitted on
+/// scripts the vocabularies know: Tibetan was estimated at a quarter of its o200k count.
 pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
     "greek",
     "armenian",
@@ -55,11 +73,14 @@ pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
     "hebrew_points",
     "arabic_persian",
     "arabic_pashto",
+    "rare_script",
+    "symbols",
+    "latin_ext_additional",
 ];
 
 /// The code point ranges of each script (inclusive; each starts and ends on a multiple of 16,
 /// the granularity of the table for three-byte characters), by index into [`SCRIPT_NAMES`].
-const SCRIPT_RANGES: [(usize, u32, u32); 34] = [
+const SCRIPT_RANGES: [(usize, u32, u32); 54] = [
     (0, 0x0370, 0x03FF),  // Greek and Coptic
     (0, 0x1F00, 0x1FFF),  // Greek Extended
     (1, 0x0530, 0x058F),  // Armenian
@@ -94,6 +115,26 @@ const SCRIPT_RANGES: [(usize, u32, u32); 34] = [
     (22, 0x2500, 0x259F), // Box Drawing, Block Elements
     (23, 0xE000, 0xF8FF), // Private Use Area
     (24, 0xFF00, 0xFFEF), // Halfwidth and Fullwidth Forms
+    (29, 0x0800, 0x089F), // Samaritan, Mandaic, Syriac Supplement, Arabic Extended-B
+    (29, 0x0F00, 0x0FFF), // Tibetan
+    (29, 0x1100, 0x11FF), // Hangul Jamo (decomposed Korean)
+    (29, 0x13A0, 0x177F), // Cherokee, Canadian Syllabics, Ogham, Runic, Tagalog to Tagbanwa
+    (29, 0x1800, 0x19DF), // Mongolian, Syllabics Extended, Limbu, Tai Le, New Tai Lue
+    (29, 0x1A00, 0x1C8F), // Buginese, Tai Tham, Balinese, Sundanese, Batak, Lepcha, Ol Chiki
+    (29, 0x1CC0, 0x1DFF), // Sundanese Supplement, Vedic, Phonetic Extensions, combining marks
+    (29, 0x2800, 0x28FF), // Braille Patterns
+    (29, 0x2C00, 0x2C5F), // Glagolitic
+    (29, 0x2C80, 0x2CFF), // Coptic
+    (29, 0x2D30, 0x2DFF), // Tifinagh, Ethiopic Extended, Cyrillic Extended-A
+    (29, 0x2E80, 0x2FFF), // CJK Radicals Supplement, Kangxi Radicals, description characters
+    (29, 0xF900, 0xFAFF), // CJK Compatibility Ideographs
+    (30, 0x2070, 0x209F), // Superscripts and Subscripts
+    (30, 0x20D0, 0x24FF), // symbol marks, letterlike, number forms, arrows, math, technical
+    (30, 0x25A0, 0x25FF), // Geometric Shapes
+    (30, 0x27C0, 0x27FF), // Miscellaneous Mathematical Symbols-A, Supplemental Arrows-A
+    (30, 0x2900, 0x2AFF), // Supplemental Arrows-B, mathematical symbols and operators
+    (30, 0x2E00, 0x2E7F), // Supplemental Punctuation
+    (31, 0x1E00, 0x1EFF), // Latin Extended Additional (Vietnamese)
 ];
 
 /// Two-byte characters whose script differs from their range's in [`SCRIPT_RANGES`] (inclusive
@@ -524,10 +565,30 @@ mod tests {
 
     #[test]
     fn other_scripts_and_classes_are_not_counted() {
-        // Latin-1, Latin Extended, Cyrillic, CJK, kana, hangul, emoji, general punctuation,
-        // combining marks, Tibetan (no script of its own: priced as other3).
-        let text = "é ł ж 中 か 한 😀 “quotes” — \u{301} ཀ";
+        // Latin-1, Latin Extended, Cyrillic, CJK, kana, hangul, emoji (four-byte, and the
+        // three-byte ones of U+2600–U+27BF and U+2B00–U+2BFF), general punctuation, currency
+        // signs, combining marks, variation selectors, the replacement character.
+        let text = "é ł ж 中 か 한 😀 ✅ ❤\u{FE0F} ⭐ “quotes” — € \u{301} \u{FFFD}";
         assert_eq!(counted(text.as_bytes()), [0; SCRIPT_COUNT]);
+    }
+
+    #[test]
+    fn counts_rare_scripts_symbols_and_vietnamese() {
+        let text = "བོད་ཡིག ᠮᠣᠩᠭᠣᠯ ᏣᎳᎩ ᐃᓄᒃᑎᑐᑦ ᚠᚢᚦ ⠓⠑ \u{1100}\u{1161} ⲁⲃ ⵜⴰ ⰰ ⼀ \
+                    ∀x∈ℝ: x²≥0 ⇒ ① ▶ ⟶ ⤴ ⁿ ⸮ \
+                    Tiếng Việt";
+        let c = counted(text.as_bytes());
+        assert_eq!(c, reference(text));
+        // Tibetan 7 (the tsheg too), Mongolian 6, Cherokee 3, syllabics 6, Runic 3, Braille 2,
+        // Hangul Jamo 2, Coptic 2, Tifinagh 2, Glagolitic 1, a Kangxi radical 1.
+        assert_eq!(
+            c[of("rare_script")],
+            7 + 6 + 3 + 6 + 3 + 2 + 2 + 2 + 2 + 1 + 1
+        );
+        // ∀ ∈ ℝ ≥ ⇒ ① ▶ ⟶ ⤴ ⁿ ⸮ (² is Latin-1).
+        assert_eq!(c[of("symbols")], 11);
+        // ế and ệ (Latin Extended Additional); the other letters are Latin-1 or ASCII.
+        assert_eq!(c[of("latin_ext_additional")], 2);
     }
 
     #[test]
@@ -563,7 +624,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn matches_the_reference(text in "[a-z \\n{}é中ж😀αΑΆԱאַװبیپښڭक਼ਪதไລမაሰកᏣ─╰\u{E000}\u{F8FF}＂ｆ]{0,200}") {
+        fn matches_the_reference(text in "[a-z \\n{}é中ж😀αΑΆԱאַװبیپښڭक਼ਪதไລမაሰកᏣ─╰\u{E000}\u{F8FF}＂ｆཀᠮ⠓∀⇒①ệ✅]{0,200}") {
             prop_assert_eq!(counted(text.as_bytes()), reference(&text));
         }
 

@@ -1659,7 +1659,307 @@ pub fn guard_docs(roots: &Roots, selection: &Selection) -> Vec<Doc> {
     for n in 0..12 {
         docs.push(generated("guard-table", n, gen_box_table(&mut t)));
     }
+    // Scripts no vocabulary knows well and symbol blocks (the `rare_script` and `symbols`
+    // counts), from a generator of their own so that the documents above stay as they were.
+    let mut r = Rng::new(seed ^ 0x7261_7265_0000);
+    for n in 0..RARE_SCRIPTS.len() {
+        docs.push(generated(
+            "guard-rare-scripts",
+            n,
+            gen_rare_script(&mut r, n),
+        ));
+    }
+    for n in 0..16 {
+        docs.push(generated("guard-symbols", n, gen_symbols(&mut r)));
+    }
+    for n in 0..12 {
+        docs.push(generated(
+            "guard-emoji-sequences",
+            n,
+            gen_emoji_sequences(&mut r),
+        ));
+    }
+    // Vietnamese (the `latin_ext_additional` count): no man page on the machine is in it, and
+    // its catalogs are the only source.
+    docs.extend(docs_read_from_files(
+        "guard-vietnamese",
+        catalog_files(roots, &["vi"]),
+        &read_mo,
+        &|s| s,
+        selection,
+        24,
+        1,
+    ));
     docs
+}
+
+/// A script of the `rare_script` count (`ferroloop::tokens::scripts`) for `guard-rare-scripts`.
+struct RareScript {
+    /// The ranges its words' letters are drawn from (inclusive code points).
+    letters: &'static [(u32, u32)],
+    /// Marks that may follow a letter (vowel signs, subjoined letters, final jamo).
+    marks: &'static [(u32, u32)],
+    /// What separates its words.
+    separator: &'static str,
+}
+
+/// The scripts of `guard-rare-scripts`. No catalog on the machine has enough text in any of
+/// them to be a category, and each costs o200k and cl100k about one token per UTF-8 byte.
+const RARE_SCRIPTS: [RareScript; 16] = [
+    // Tibetan.
+    RareScript {
+        letters: &[(0x0F40, 0x0F6C)],
+        marks: &[(0x0F71, 0x0F7D), (0x0F90, 0x0FB8)],
+        separator: "\u{0F0B}",
+    },
+    // Mongolian.
+    RareScript {
+        letters: &[(0x1820, 0x1877)],
+        marks: &[],
+        separator: " ",
+    },
+    // Cherokee.
+    RareScript {
+        letters: &[(0x13A0, 0x13F4)],
+        marks: &[],
+        separator: " ",
+    },
+    // Canadian syllabics.
+    RareScript {
+        letters: &[(0x1401, 0x166C)],
+        marks: &[],
+        separator: " ",
+    },
+    // Runic.
+    RareScript {
+        letters: &[(0x16A0, 0x16EA)],
+        marks: &[],
+        separator: "\u{16EB}",
+    },
+    // Ogham.
+    RareScript {
+        letters: &[(0x1681, 0x169A)],
+        marks: &[],
+        separator: "\u{1680}",
+    },
+    // Ol Chiki.
+    RareScript {
+        letters: &[(0x1C5A, 0x1C7D)],
+        marks: &[],
+        separator: " ",
+    },
+    // Tifinagh.
+    RareScript {
+        letters: &[(0x2D30, 0x2D67)],
+        marks: &[],
+        separator: " ",
+    },
+    // Glagolitic.
+    RareScript {
+        letters: &[(0x2C30, 0x2C5F)],
+        marks: &[],
+        separator: " ",
+    },
+    // Coptic.
+    RareScript {
+        letters: &[(0x2C80, 0x2CE3)],
+        marks: &[],
+        separator: " ",
+    },
+    // Balinese.
+    RareScript {
+        letters: &[(0x1B05, 0x1B33)],
+        marks: &[(0x1B35, 0x1B43)],
+        separator: " ",
+    },
+    // Tai Tham.
+    RareScript {
+        letters: &[(0x1A20, 0x1A54)],
+        marks: &[(0x1A61, 0x1A74)],
+        separator: " ",
+    },
+    // Hangul Jamo: decomposed syllables.
+    RareScript {
+        letters: &[(0x1100, 0x1112)],
+        marks: &[(0x1161, 0x1175), (0x11A8, 0x11C2)],
+        separator: " ",
+    },
+    // Braille.
+    RareScript {
+        letters: &[(0x2801, 0x28FF)],
+        marks: &[],
+        separator: "\u{2800}",
+    },
+    // Kangxi radicals.
+    RareScript {
+        letters: &[(0x2F00, 0x2FD5)],
+        marks: &[],
+        separator: "",
+    },
+    // Limbu.
+    RareScript {
+        letters: &[(0x1900, 0x191E)],
+        marks: &[(0x1920, 0x192B)],
+        separator: " ",
+    },
+];
+
+/// A character of `ranges` (inclusive code point ranges of assigned characters).
+fn pick_char(g: &mut Rng, ranges: &[(u32, u32)]) -> char {
+    let &(first, last) = g.pick(ranges);
+    char::from_u32(first + g.range(0, (last - first + 1) as usize) as u32).unwrap_or(' ')
+}
+
+/// Four-byte emoji for [`gen_rare_script`]'s chat lines.
+const EMOJI4: [&str; 12] = [
+    "😀", "😂", "🎉", "🚀", "👍", "🔥", "🙏", "👏", "💯", "🤔", "😅", "🥳",
+];
+
+/// Lines of words in script `n` of [`RARE_SCRIPTS`]; in some documents a share of the words are
+/// English words or numbers, as in a translated interface, and in some an emoji follows a few
+/// words, as in chat (text in these scripts is the model's `other` kind, whose price for
+/// four-byte characters no other document sets).
+fn gen_rare_script(g: &mut Rng, n: usize) -> String {
+    let RareScript {
+        letters,
+        marks,
+        separator,
+    } = RARE_SCRIPTS[n];
+    let target = g.range(600, 3_000);
+    let latin = [0.0, 0.0, 0.15, 0.3][g.range(0, 4)];
+    let emoji = [0.0, 0.1][g.range(0, 2)];
+    let mut s = String::new();
+    while s.len() < target {
+        for i in 0..g.range(3, 14) {
+            if i > 0 {
+                s.push_str(separator);
+            }
+            if g.chance(emoji) {
+                s.push_str(g.pick::<&str>(&EMOJI4));
+                s.push(' ');
+            }
+            if g.chance(latin) {
+                if g.chance(0.3) {
+                    s.push_str(&g.range(1, 10_000).to_string());
+                } else {
+                    s.push_str(g.pick::<&str>(WORDS));
+                }
+                continue;
+            }
+            for _ in 0..g.range(1, 5) {
+                s.push(pick_char(g, letters));
+                if !marks.is_empty() && g.chance(0.5) {
+                    s.push(pick_char(g, marks));
+                }
+            }
+        }
+        s.push_str(if g.chance(0.5) { ".\n" } else { "\n" });
+    }
+    s
+}
+
+/// Symbols of the `symbols` count, by kind.
+const MATH_SYMBOLS: &str = "∀∃∈∉∋∑∏∫∂∇√∞≈≠≡≤≥⊂⊃⊆⊇∪∩∧∨⇒⇔→←↔↦⊕⊗⊥∥∠∴∵ℕℤℚℝℂ⁰⁴⁵⁶⁷⁸⁹ⁿ₀₁₂₃₄₅₆₇₈₉";
+const STATUS_SYMBOLS: &str = "⌘⌥⏎⌫⌦⎋⏏▶▷◀◁●○◆◇■□▪▫▲△▼▽◉◎①②③④⑤⑥⑦⑧⑨⑩ⒶⒷⒸ℃№™℗℮";
+const ARROW_SYMBOLS: &str = "←↑→↓↔↕⇐⇑⇒⇓⇔⟶⟵⟹⤴⤵↩↪↗↘↙↖⇄⇆↻↺";
+
+/// Emoji sequences (joined by U+200D, with skin tones, variation selectors, flags of two
+/// regional indicators): o200k spends two tokens or more on each of their four-byte characters,
+/// where the single emoji of `guard-emoji` cost about one, and claude-legacy four; their joiners
+/// and selectors make a text of them the model's `other` kind.
+const EMOJI_SEQUENCES: [&str; 18] = [
+    "👨‍👩‍👧‍👦",
+    "👩‍👩‍👦",
+    "🏳️‍🌈",
+    "🏴‍☠️",
+    "👩🏽‍💻",
+    "🧑🏿‍🚀",
+    "👍🏻",
+    "🙋🏾‍♀️",
+    "🇺🇸",
+    "🇯🇵",
+    "🇩🇪",
+    "🇧🇷",
+    "🇮🇳",
+    "🧑‍🤝‍🧑",
+    "❤️‍🔥",
+    "😶‍🌫️",
+    "🐻‍❄️",
+    "👁️‍🗨️",
+];
+
+/// Chat lines with emoji sequences among the words.
+fn gen_emoji_sequences(g: &mut Rng) -> String {
+    let target = g.range(600, 3_000);
+    let share = [0.2, 0.5][g.range(0, 2)];
+    let mut s = String::new();
+    while s.len() < target {
+        for i in 0..g.range(2, 12) {
+            if i > 0 {
+                s.push(' ');
+            }
+            if g.chance(share) {
+                s.push_str(g.pick::<&str>(&EMOJI_SEQUENCES));
+            } else {
+                s.push_str(g.pick::<&str>(WORDS));
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Lines that use symbols: formulas (identifiers, digits and operators), status lines (a symbol
+/// before a few words), or runs of symbols alone.
+fn gen_symbols(g: &mut Rng) -> String {
+    let style = g.range(0, 3);
+    let target = g.range(600, 3_000);
+    let kinds: [Vec<char>; 3] =
+        [MATH_SYMBOLS, STATUS_SYMBOLS, ARROW_SYMBOLS].map(|symbols| symbols.chars().collect());
+    let mut s = String::new();
+    while s.len() < target {
+        match style {
+            0 => {
+                for i in 0..g.range(3, 10) {
+                    if i > 0 {
+                        s.push(' ');
+                    }
+                    if g.chance(0.5) {
+                        s.push(char::from(b'a' + g.range(0, 26) as u8));
+                        if g.chance(0.3) {
+                            s.push_str(&g.range(0, 100).to_string());
+                        }
+                    } else {
+                        s.push(*g.pick(&kinds[0]));
+                    }
+                }
+            }
+            1 => {
+                s.push(*g.pick(&kinds[1]));
+                for _ in 0..g.range(1, 6) {
+                    s.push(' ');
+                    s.push_str(g.pick::<&str>(WORDS));
+                }
+                if g.chance(0.4) {
+                    s.push(' ');
+                    s.push(*g.pick(&kinds[2]));
+                    s.push(' ');
+                    s.push_str(g.pick::<&str>(WORDS));
+                }
+            }
+            _ => {
+                for _ in 0..g.range(4, 24) {
+                    let kind = &kinds[g.range(0, 3)];
+                    s.push(*g.pick(kind));
+                    if g.chance(0.3) {
+                        s.push(' ');
+                    }
+                }
+            }
+        }
+        s.push('\n');
+    }
+    s
 }
 
 #[cfg(test)]

@@ -17,10 +17,13 @@
 /// all, so its floor is lower), one-letter words, the scripts with too few catalogs on the
 /// machine to be a category (Odia, Amharic, Lao, Thaana: see `corpus::COSTLY_SCRIPTS`; each has
 /// its own script count, so holding them high costs no other script), chat lines with emoji,
-/// words in full-width forms, English `th` words (and made-up ones of `th` syllables), and
+/// words in full-width forms, English `th` words (and made-up ones of `th` syllables),
 /// tables of figures in box-drawing frames (only a few such documents on the machine, yet
-/// the fit's price for box characters and digits among them depends on them alone).
-pub const GUARDS: [(&str, f64); 8] = [
+/// the fit's price for box characters and digits among them depends on them alone), and words in
+/// scripts no vocabulary knows well, lines of symbols, emoji sequences and Vietnamese catalogs
+/// (the `rare_script`, `symbols`, `four` and `latin_ext_additional` counts, which no category
+/// on the machine has enough of).
+pub const GUARDS: [(&str, f64); 12] = [
     ("guard-lorem", 0.75),
     ("guard-letters", 0.85),
     ("guard-scripts", 0.95),
@@ -29,6 +32,10 @@ pub const GUARDS: [(&str, f64); 8] = [
     ("guard-th", 0.85),
     ("guard-th-made-up", 0.75),
     ("guard-table", 0.90),
+    ("guard-rare-scripts", 0.90),
+    ("guard-symbols", 0.90),
+    ("guard-emoji-sequences", 0.85),
+    ("guard-vietnamese", 0.90),
 ];
 
 /// The least weight of a guard row below its floor: a guard is a constraint, and a family fitted
