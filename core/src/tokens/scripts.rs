@@ -34,7 +34,8 @@ pub const SCRIPT_COUNT: usize = 32;
 ///   scripts of Indonesia and the Philippines, Hangul Jamo (decomposed Korean), Braille, Kangxi
 ///   radicals, CJK compatibility ideographs, ...);
 /// - `symbols`: arrows, mathematical operators, technical symbols, enclosed alphanumerics,
-///   geometric shapes and the other symbol blocks of U+2070–U+2AFF: not the general punctuation
+///   geometric shapes, the other symbol blocks of U+2070–U+2AFF and the supplemental
+///   punctuation of U+2E00–U+2E7F: not the general punctuation
 ///   and currency signs of prose, nor box drawing, which has its own count, nor the blocks of
 ///   U+2600–U+27BF and U+2B00–U+2BFF, where the three-byte emoji are (✅ ❤ ⚠ ✨ ⭐ ☕, priced
 ///   with the four-byte ones they appear among);

@@ -1804,7 +1804,8 @@ const RARE_SCRIPTS: [RareScript; 16] = [
     },
 ];
 
-/// A character of `ranges` (inclusive code point ranges of assigned characters).
+/// A character of `ranges` (inclusive code point ranges; a few code points in them are
+/// unassigned, which a byte-level vocabulary splits into bytes all the same).
 fn pick_char(g: &mut Rng, ranges: &[(u32, u32)]) -> char {
     let &(first, last) = g.pick(ranges);
     char::from_u32(first + g.range(0, (last - first + 1) as usize) as u32).unwrap_or(' ')
@@ -1865,8 +1866,8 @@ const ARROW_SYMBOLS: &str = "←↑→↓↔↕⇐⇑⇒⇓⇔⟶⟵⟹⤴⤵↩
 
 /// Emoji sequences (joined by U+200D, with skin tones, variation selectors, flags of two
 /// regional indicators): o200k spends two tokens or more on each of their four-byte characters,
-/// where the single emoji of `guard-emoji` cost about one, and claude-legacy four; their joiners
-/// and selectors make a text of them the model's `other` kind.
+/// where the single emoji of `guard-emoji` cost about one, and claude-legacy about one per byte;
+/// their joiners and selectors make a text of them the model's `other` kind.
 const EMOJI_SEQUENCES: [&str; 18] = [
     "👨‍👩‍👧‍👦",
     "👩‍👩‍👦",
