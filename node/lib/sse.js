@@ -108,4 +108,6 @@ class SseParser {
   }
 }
 
-module.exports = { SseParser }
+// decodeBatch is exported for benches/node/sse-floor.mjs (the JavaScript share of SseParser.feed,
+// timed on recorded batches); lib/index.js does not re-export it.
+module.exports = { SseParser, decodeBatch }
