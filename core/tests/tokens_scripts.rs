@@ -20,8 +20,11 @@
 //! Canadian syllabics, Runic, Ol Chiki, Tifinagh, Coptic, Braille, decomposed Korean), the symbol
 //! blocks (arrows, mathematical operators, enclosed numbers, shapes) and Vietnamese's Latin
 //! Extended Additional letters have counts of their own (`rare_script`, `symbols`,
-//! `latin_ext_additional`). Before, they cost the flat three-byte price: Tibetan was estimated
-//! at 0.24 of its o200k count, Mongolian and Runic at 0.12, a formula at 0.60, arrows at 0.55.
+//! `latin_ext_additional`), and so do four-byte characters other than emoji (`rare_four`:
+//! Gothic, mathematical alphanumerics, Adlam, CJK Extension B). Before, they cost the flat
+//! three-byte price or the emoji's four-byte one: Tibetan was estimated at 0.24 of its o200k
+//! count, Mongolian and Runic at 0.12, a formula at 0.60, arrows at 0.55, Gothic and Adlam at
+//! 0.35, mathematical bold at 0.60.
 //!
 //! Needs the exact counters (`cargo test -p ferroloop --features exact --test tokens_scripts`).
 #![cfg(feature = "exact")]
@@ -37,7 +40,7 @@ const CEILING: f64 = 3.0;
 
 /// Sentences written for this test (not from the fitting corpus), each repeated to a few hundred
 /// tokens so that rounding does not matter.
-const TEXTS: [(&str, &str); 28] = [
+const TEXTS: [(&str, &str); 32] = [
     (
         "arabic",
         "تعتبر اللغة العربية من أكثر اللغات انتشاراً في العالم، ويتحدث بها ملايين الناس. وهي لغة رسمية في كثير من الدول.\n",
@@ -146,6 +149,16 @@ const TEXTS: [(&str, &str); 28] = [
     (
         "vietnamese",
         "Tiếng Việt là ngôn ngữ chính thức của Việt Nam, được hàng chục triệu người sử dụng hằng ngày.\n",
+    ),
+    ("gothic", "𐌰𐍄𐍄𐌰 𐌿𐌽𐍃𐌰𐍂 𐌸𐌿 𐌹𐌽 𐌷𐌹𐌼𐌹𐌽𐌰𐌼 𐍅𐌴𐌹𐌷𐌽𐌰𐌹 𐌽𐌰𐌼𐍉 𐌸𐌴𐌹𐌽.\n"),
+    (
+        "mathematical bold",
+        "𝐓𝐡𝐞 𝐪𝐮𝐢𝐜𝐤 𝐛𝐫𝐨𝐰𝐧 𝐟𝐨𝐱 𝐣𝐮𝐦𝐩𝐬 𝐨𝐯𝐞𝐫 𝐭𝐡𝐞 𝐥𝐚𝐳𝐲 𝐝𝐨𝐠 — 𝘀𝗮𝗻𝘀 𝘀𝗲𝗿𝗶𝗳 𝚊𝚗𝚍 𝚖𝚘𝚗𝚘.\n",
+    ),
+    ("adlam", "𞤀𞤣𞤤𞤢𞤥 𞤆𞤵𞤤𞤢𞤪 𞤊𞤵𞥅𞤼𞤢 𞤸𞤢𞤤𞤢𞤲𞤣𞤫 𞤸𞤢𞤤𞥆𞤭 𞤆𞤵𞤤𞤫.\n"),
+    (
+        "cjk extension b",
+        "𠂉𠂢𠂤𠆢𠈓𠌫𠎁𠍱𠏹𠑊 𠔉𠗖𠘨𠝏𠠇𠠺𠢹𠥼𠦝𠫓 𠬝𠵅𠷡𠺕𠹭𠹤𠽟𡈁𡉕𡉻\n",
     ),
 ];
 

@@ -94,7 +94,7 @@ pub const fn is_rare_letter(b: u8) -> bool {
 ///
 /// Counts of multibyte characters are counts of UTF-8 lead bytes in the given range (continuation
 /// bytes are not counted separately).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClassCounts {
     /// Total number of bytes.
     pub bytes: u64,
@@ -178,6 +178,48 @@ pub struct ClassCounts {
     /// (claude-legacy: 4.7 bytes per token on the GPL, 2.7 on an Italian man page), which no
     /// per-letter count tells apart; this count lets the model price English letters lower.
     pub th_pairs: u64,
+}
+
+// `Default` by hand: the standard library derives it for arrays of at most 32 elements, and
+// `scripts` has more.
+impl Default for ClassCounts {
+    fn default() -> Self {
+        Self {
+            bytes: 0,
+            lower: 0,
+            upper: 0,
+            digits: 0,
+            spaces: 0,
+            newlines: 0,
+            json: 0,
+            punct: 0,
+            word_starts: 0,
+            digit_runs: 0,
+            punct_runs: 0,
+            space_runs: 0,
+            case_changes: 0,
+            alnum_switches: 0,
+            long_run: 0,
+            long_word: 0,
+            consonant_runs: 0,
+            cjk: 0,
+            kana: 0,
+            hangul: 0,
+            cyrillic: 0,
+            cyrillic_ext: 0,
+            cyrillic_upper: 0,
+            latin1: 0,
+            latin_ext: 0,
+            other2: 0,
+            other3: 0,
+            four: 0,
+            high_runs: 0,
+            rare3: 0,
+            rare_letters: 0,
+            scripts: [0; SCRIPT_COUNT],
+            th_pairs: 0,
+        }
+    }
 }
 
 impl ClassCounts {

@@ -20,13 +20,13 @@
 //! sixteen at a time in `SCRIPT_OF` (`classes/avx512.rs`, `ScriptIds`), with the same result.
 
 /// Number of script counts: 25 scripts, 4 groups of characters counted apart from their script,
-/// then 3 groups of three-byte characters the first 25 left at the flat price (see
-/// [`SCRIPT_NAMES`]).
-pub const SCRIPT_COUNT: usize = 32;
+/// then 3 groups of three-byte characters the first 25 left at the flat price and 1 of four-byte
+/// characters (see [`SCRIPT_NAMES`]).
+pub const SCRIPT_COUNT: usize = 33;
 
 /// Script names, in the order of [`ClassCounts::scripts`](super::ClassCounts::scripts). Entries
 /// 25–28 are characters of the scripts before them that count apart (`SCRIPT_CHARACTERS`); the
-/// last three are groups of blocks rather than scripts:
+/// last four are groups of blocks rather than scripts:
 ///
 /// - `rare_script`: letters of scripts the vocabularies have (almost) no tokens for, so that each
 ///   character costs about one token per UTF-8 byte (Tibetan, Mongolian, Cherokee, Canadian
@@ -40,7 +40,12 @@ pub const SCRIPT_COUNT: usize = 32;
 ///   U+2600–U+27BF and U+2B00–U+2BFF, where the three-byte emoji are (✅ ❤ ⚠ ✨ ⭐ ☕, priced
 ///   with the four-byte ones they appear among);
 /// - `latin_ext_additional`: Latin Extended Additional (U+1E00–U+1EFF), the precomposed letters
-///   of Vietnamese (ạ ế ồ ữ ...), which o200k spends about a token on and claude-legacy more.
+///   of Vietnamese (ạ ế ồ ữ ...), which o200k spends about a token on and claude-legacy more;
+/// - `rare_four`: four-byte characters other than emoji: the scripts and symbols of U+10000–U+1EFFF
+///   (Gothic, Deseret, Shavian, Osage, cuneiform, musical symbols, mathematical alphanumerics
+///   `𝐇𝐞𝐥𝐥𝐨`, Adlam, ...), the CJK ideographs of Extensions B–H (U+20000–U+3FFFF) and the
+///   private use planes. Every four-byte character is also in `four`, whose price the emoji set
+///   (about one to two o200k tokens); these cost up to four, one per byte.
 ///
 /// Before they had counts of their own these characters cost the flat `other3` price, fitted on
 /// scripts the vocabularies know: Tibetan was estimated at a quarter of its o200k count.
@@ -77,6 +82,7 @@ pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
     "rare_script",
     "symbols",
     "latin_ext_additional",
+    "rare_four",
 ];
 
 /// The code point ranges of each script (inclusive; each starts and ends on a multiple of 16,
@@ -181,21 +187,46 @@ const SCRIPT_CHARACTERS: [(usize, u32, u32); 24] = [
     (28, 0x06CD, 0x06CD), // yeh with a tail
 ];
 
+/// Four-byte characters by script, in blocks of 4,096 code points (inclusive, aligned to
+/// 4,096): the entry of a character is told by its lead and first continuation byte alone. The
+/// emoji plane (U+1F000–U+1FFFF) and the tags (U+E0000–U+E0FFF) are in none: `four` prices them.
+const FOUR_BYTE_RANGES: [(usize, u32, u32); 3] = [
+    (32, 0x10000, 0x1EFFF), // SMP scripts, symbols, mathematical alphanumerics, Adlam, ...
+    (32, 0x20000, 0x3FFFF), // CJK Unified Ideographs Extensions B–H
+    (32, 0xF0000, 0x10FFFF), // Supplementary Private Use Areas
+];
+
 /// First entry of [`SCRIPT_OF`] for three-byte characters: the two-byte ones (U+0000–U+07FF)
 /// have one entry per code point before it.
 pub(super) const THREE_BYTE_BASE: usize = 0x800;
 
-/// Entries of [`SCRIPT_OF`]: the two-byte characters, then 4096 blocks of 16 code points.
-const SCRIPT_ENTRIES: usize = THREE_BYTE_BASE + 4096;
+/// First entry of [`SCRIPT_OF`] for four-byte characters: entry `FOUR_BYTE_BASE + ((lead & 7)
+/// << 6 | (first continuation & 0x3F))`, which is `code point >> 12` for a valid character (512
+/// entries, so that the invalid leads `F5`–`F7` index inside the table too).
+pub(super) const FOUR_BYTE_BASE: usize = THREE_BYTE_BASE + 4096;
+
+/// Entries of [`SCRIPT_OF`]: the two-byte characters, 4096 blocks of 16 code points, then 512
+/// of 4,096.
+const SCRIPT_ENTRIES: usize = FOUR_BYTE_BASE + 512;
 
 /// The script of each character below U+0800, then of each block of 16 code points below
-/// U+10000: `0` for none, else index + 1. Three zero bytes follow the last entry, so that a
-/// 4-byte read at any entry (the AVX-512 kernel gathers entries as 32-bit words and keeps their
-/// low byte) stays inside the table.
+/// U+10000, then of each block of 4,096 above: `0` for none, else index + 1. Three zero bytes
+/// follow the last entry, so that a 4-byte read at any entry (the AVX-512 kernel gathers entries
+/// as 32-bit words and keeps their low byte) stays inside the table.
 pub(super) static SCRIPT_OF: [u8; SCRIPT_ENTRIES + 3] = script_table();
 
 const fn script_table() -> [u8; SCRIPT_ENTRIES + 3] {
     let mut table = [0u8; SCRIPT_ENTRIES + 3];
+    let mut r = 0;
+    while r < FOUR_BYTE_RANGES.len() {
+        let (script, first, last) = FOUR_BYTE_RANGES[r];
+        let mut block = first >> 12;
+        while block <= last >> 12 {
+            table[FOUR_BYTE_BASE + block as usize] = script as u8 + 1;
+            block += 1;
+        }
+        r += 1;
+    }
     let mut r = 0;
     while r < SCRIPT_RANGES.len() {
         let (script, first, last) = SCRIPT_RANGES[r];
@@ -222,12 +253,19 @@ const fn script_table() -> [u8; SCRIPT_ENTRIES + 3] {
     table
 }
 
-/// Whether `b` is the lead of an `other2` or `other3` character: a two- or three-byte lead in
-/// none of the classes the counts give their own field (Latin-1, Latin Extended, Cyrillic,
-/// kana, CJK, hangul), by the class definitions of `classes.rs`. The SSE2 compares of
-/// [`lead_mask`] restate it as byte ranges, tested against it for every byte value.
+/// Whether `b` is the lead of an `other2` or `other3` character (a two- or three-byte lead in
+/// none of the classes the counts give their own field: Latin-1, Latin Extended, Cyrillic,
+/// kana, CJK, hangul, by the class definitions of `classes.rs`) or of a four-byte character
+/// (`F0`–`F4`). The SSE2 compares of [`lead_mask`] restate it as byte ranges, tested against
+/// it for every byte value.
 #[inline(always)]
 fn is_other_lead(b: u8) -> bool {
+    is_other23_lead(b) || (0xF0..=0xF4).contains(&b)
+}
+
+/// [`is_other_lead`] for two- and three-byte leads.
+#[inline(always)]
+fn is_other23_lead(b: u8) -> bool {
     use super::classes::{byte_class, in_byte_class};
     const OWN_FIELD: [usize; 6] = [
         byte_class::LATIN1,
@@ -247,20 +285,28 @@ fn is_other_lead(b: u8) -> bool {
 /// has none.
 #[inline(always)]
 fn script_at(bytes: &[u8], i: usize) -> Option<usize> {
-    let [b0, b1, b2] = match bytes.get(i..i + 3) {
-        Some(&[b0, b1, b2]) => [b0, b1, b2],
-        // The text ends within three bytes: a zero byte is no continuation.
-        _ => [0, 1, 2].map(|k| bytes.get(i + k).copied().unwrap_or(0)),
+    let [b0, b1, b2, b3] = match bytes.get(i..i + 4) {
+        Some(&[b0, b1, b2, b3]) => [b0, b1, b2, b3],
+        // The text ends within four bytes: a zero byte is no continuation.
+        _ => [0, 1, 2, 3].map(|k| bytes.get(i + k).copied().unwrap_or(0)),
     };
     let two = b0 < 0xE0;
+    let four = b0 >= 0xF0;
     let continued = |b: u8| b & 0xC0 == 0x80;
-    // No branch on the character's length: both blocks are computed and one is picked.
+    // No branch on the character's length: every block is computed and one is picked.
     let char2 = (usize::from(b0 & 0x1F) << 6) | usize::from(b1 & 0x3F);
     let block3 = (usize::from(b0 & 0x0F) << 8)
         | (usize::from(b1 & 0x3F) << 2)
         | usize::from((b2 & 0x3F) >> 4);
-    let entry = if two { char2 } else { THREE_BYTE_BASE + block3 };
-    let valid = continued(b1) & (two | continued(b2));
+    let block4 = (usize::from(b0 & 0x07) << 6) | usize::from(b1 & 0x3F);
+    let entry = if two {
+        char2
+    } else if four {
+        FOUR_BYTE_BASE + block4
+    } else {
+        THREE_BYTE_BASE + block3
+    };
+    let valid = continued(b1) & (two | continued(b2)) & (!four | continued(b3));
     let script = SCRIPT_OF.get(entry).copied().unwrap_or(0);
     (valid & (script != 0)).then(|| usize::from(script) - 1)
 }
@@ -307,7 +353,7 @@ fn lead_mask_high(_step: &[u8; STEP], words: [u64; 4]) -> u32 {
             _mm_or_si128(in_range(v, 0xC0, 0xC1), in_range(v, 0xCB, 0xCF)),
             _mm_or_si128(
                 _mm_or_si128(in_range(v, 0xD2, 0xDF), in_range(v, 0xE0, 0xE2)),
-                in_range(v, 0xEE, 0xEF),
+                _mm_or_si128(in_range(v, 0xEE, 0xEF), in_range(v, 0xF0, 0xF4)),
             ),
         );
         _mm_movemask_epi8(leads) as u32 & 0xFFFF
@@ -474,7 +520,8 @@ mod tests {
             let script = SCRIPT_CHARACTERS
                 .iter()
                 .find(within)
-                .or_else(|| SCRIPT_RANGES.iter().find(within));
+                .or_else(|| SCRIPT_RANGES.iter().find(within))
+                .or_else(|| FOUR_BYTE_RANGES.iter().find(within));
             if let Some(&(script, _, _)) = script {
                 out[script] += 1;
             }
@@ -506,9 +553,38 @@ mod tests {
         }
         // Every script has a range.
         for script in 0..SCRIPT_COUNT {
-            let mut all = SCRIPT_RANGES.iter().chain(&SCRIPT_CHARACTERS);
+            let mut all = SCRIPT_RANGES
+                .iter()
+                .chain(&SCRIPT_CHARACTERS)
+                .chain(&FOUR_BYTE_RANGES);
             assert!(all.any(|r| r.0 == script), "{script}");
         }
+        // Four-byte ranges: whole blocks of 4,096 code points, above U+FFFF, disjoint.
+        let mut seen = [false; 0x110];
+        for &(script, first, last) in &FOUR_BYTE_RANGES {
+            assert!(script < SCRIPT_COUNT);
+            assert!(first >= 0x10000 && last <= 0x10FFFF, "{first:#x}");
+            assert_eq!((first % 4096, last % 4096), (0, 4095), "{first:#x}");
+            for block in first >> 12..=last >> 12 {
+                assert!(!seen[block as usize], "{first:#x} overlaps");
+                seen[block as usize] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn counts_four_byte_characters_other_than_emoji() {
+        // Gothic, Shavian, Deseret, mathematical alphanumerics, Adlam, CJK Extension B, a
+        // supplementary private use character; not emoji, flags, skin tones or tags.
+        let text = "𐌰𐌱 𐑖𐑱 𐐀 𝐇𝐞𝐥𝐥𝐨 𞤀𞤣 𠀀𪚲 \u{F0001} 😀🚀 🇺🇸 👍🏽 🏴\u{E0067}\u{E0062}";
+        let c = counted(text.as_bytes());
+        assert_eq!(c, reference(text));
+        assert_eq!(c[of("rare_four")], 2 + 2 + 1 + 5 + 2 + 2 + 1);
+        // A cut or malformed four-byte sequence counts nothing.
+        let gothic = "𐌰".as_bytes();
+        assert_eq!(counted(&gothic[..3]), [0; SCRIPT_COUNT]);
+        assert_eq!(counted(&[0xF0, 0x90, 0x8C, b'a']), [0; SCRIPT_COUNT]);
+        assert_eq!(counted(&[0xF5, 0x80, 0x80, 0x80]), [0; SCRIPT_COUNT]);
     }
 
     #[test]
@@ -625,7 +701,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn matches_the_reference(text in "[a-z \\n{}é中ж😀αΑΆԱאַװبیپښڭक਼ਪதไລမაሰកᏣ─╰\u{E000}\u{F8FF}＂ｆཀᠮ⠓∀⇒①ệ✅]{0,200}") {
+        fn matches_the_reference(text in "[a-z \\n{}é中ж😀αΑΆԱאַװبیپښڭक਼ਪதไລမაሰកᏣ─╰\u{E000}\u{F8FF}＂ｆཀᠮ⠓∀⇒①ệ✅𐌰𝐇𞤀𠀀\u{F0001}🇺]{0,200}") {
             prop_assert_eq!(counted(text.as_bytes()), reference(&text));
         }
 

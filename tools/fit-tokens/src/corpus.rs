@@ -1440,11 +1440,16 @@ fn gen_emoji_chat(g: &mut Rng) -> String {
 fn gen_fullwidth(g: &mut Rng) -> String {
     let target = g.range(600, 4_000);
     let share = [0.2, 0.5, 1.0][g.range(0, 3)];
+    // The ideographic space and full stop (counted as kana: their lead is `E3`) in a share of
+    // their own, told by the length already drawn (no draw more, so the documents after these
+    // stay as they were): with the words' share, the fit could price full-width words as
+    // ideographic spaces.
+    let spaces = [0.0, 0.3, 1.0][target % 3];
     let mut s = String::new();
     while s.len() < target {
         for i in 0..g.range(3, 12) {
             if i > 0 {
-                s.push(if g.chance(share) { '\u{3000}' } else { ' ' });
+                s.push(if g.chance(spaces) { '\u{3000}' } else { ' ' });
             }
             let word = if g.chance(0.3) {
                 g.range(1, 100_000).to_string()
@@ -1462,7 +1467,7 @@ fn gen_fullwidth(g: &mut Rng) -> String {
                 s.push_str(&word);
             }
         }
-        s.push_str(if g.chance(share) { "。\n" } else { ".\n" });
+        s.push_str(if g.chance(spaces) { "。\n" } else { ".\n" });
     }
     s
 }
@@ -1662,11 +1667,11 @@ pub fn guard_docs(roots: &Roots, selection: &Selection) -> Vec<Doc> {
     // Scripts no vocabulary knows well and symbol blocks (the `rare_script` and `symbols`
     // counts), from a generator of their own so that the documents above stay as they were.
     let mut r = Rng::new(seed ^ 0x7261_7265_0000);
-    for n in 0..RARE_SCRIPTS.len() {
+    for (n, script) in RARE_SCRIPTS.iter().enumerate() {
         docs.push(generated(
             "guard-rare-scripts",
             n,
-            gen_rare_script(&mut r, n),
+            gen_rare_script(&mut r, script),
         ));
     }
     for n in 0..16 {
@@ -1677,6 +1682,16 @@ pub fn guard_docs(roots: &Roots, selection: &Selection) -> Vec<Doc> {
             "guard-emoji-sequences",
             n,
             gen_emoji_sequences(&mut r),
+        ));
+    }
+    // Four-byte characters other than emoji (the `rare_four` count), from a generator of their
+    // own.
+    let mut f = Rng::new(seed ^ 0x666F_7572_0000);
+    for (n, script) in RARE_FOUR.iter().enumerate() {
+        docs.push(generated(
+            "guard-rare-four",
+            n,
+            gen_rare_script(&mut f, script),
         ));
     }
     // Vietnamese (the `latin_ext_additional` count): no man page on the machine is in it, and
@@ -1804,6 +1819,77 @@ const RARE_SCRIPTS: [RareScript; 16] = [
     },
 ];
 
+/// The four-byte scripts of `guard-rare-four` (the `rare_four` count): one token per byte in
+/// every vocabulary but for a few CJK ideographs of Extension B.
+const RARE_FOUR: [RareScript; 11] = [
+    // Gothic.
+    RareScript {
+        letters: &[(0x10330, 0x1034A)],
+        marks: &[],
+        separator: " ",
+    },
+    // Deseret.
+    RareScript {
+        letters: &[(0x10400, 0x1044F)],
+        marks: &[],
+        separator: " ",
+    },
+    // Shavian.
+    RareScript {
+        letters: &[(0x10450, 0x1047F)],
+        marks: &[],
+        separator: " ",
+    },
+    // Osage.
+    RareScript {
+        letters: &[(0x104B0, 0x104D3), (0x104D8, 0x104FB)],
+        marks: &[],
+        separator: " ",
+    },
+    // Old Italic.
+    RareScript {
+        letters: &[(0x10300, 0x1031F)],
+        marks: &[],
+        separator: " ",
+    },
+    // Mathematical alphanumerics: bold, sans-serif and monospace letters (`𝐇𝐞𝐥𝐥𝐨`).
+    RareScript {
+        letters: &[(0x1D400, 0x1D433), (0x1D5A0, 0x1D5D3), (0x1D670, 0x1D6A3)],
+        marks: &[],
+        separator: " ",
+    },
+    // Adlam.
+    RareScript {
+        letters: &[(0x1E900, 0x1E943)],
+        marks: &[(0x1E944, 0x1E94A)],
+        separator: " ",
+    },
+    // CJK Unified Ideographs Extension B.
+    RareScript {
+        letters: &[(0x20000, 0x2A6DF)],
+        marks: &[],
+        separator: "",
+    },
+    // Cuneiform.
+    RareScript {
+        letters: &[(0x12000, 0x12399)],
+        marks: &[],
+        separator: " ",
+    },
+    // Egyptian hieroglyphs.
+    RareScript {
+        letters: &[(0x13000, 0x1342E)],
+        marks: &[],
+        separator: " ",
+    },
+    // Supplementary private use (the icons of Nerd Fonts' Material Design set).
+    RareScript {
+        letters: &[(0xF0001, 0xF1AF0)],
+        marks: &[],
+        separator: " ",
+    },
+];
+
 /// A character of `ranges` (inclusive code point ranges; a few code points in them are
 /// unassigned, which a byte-level vocabulary splits into bytes all the same).
 fn pick_char(g: &mut Rng, ranges: &[(u32, u32)]) -> char {
@@ -1816,16 +1902,16 @@ const EMOJI4: [&str; 12] = [
     "😀", "😂", "🎉", "🚀", "👍", "🔥", "🙏", "👏", "💯", "🤔", "😅", "🥳",
 ];
 
-/// Lines of words in script `n` of [`RARE_SCRIPTS`]; in some documents a share of the words are
+/// Lines of words in `script` (one of [`RARE_SCRIPTS`] or [`RARE_FOUR`]); in some documents a share of the words are
 /// English words or numbers, as in a translated interface, and in some an emoji follows a few
 /// words, as in chat (text in these scripts is the model's `other` kind, whose price for
 /// four-byte characters no other document sets).
-fn gen_rare_script(g: &mut Rng, n: usize) -> String {
-    let RareScript {
+fn gen_rare_script(g: &mut Rng, script: &RareScript) -> String {
+    let &RareScript {
         letters,
         marks,
         separator,
-    } = RARE_SCRIPTS[n];
+    } = script;
     let target = g.range(600, 3_000);
     let latin = [0.0, 0.0, 0.15, 0.3][g.range(0, 4)];
     let emoji = [0.0, 0.1][g.range(0, 2)];

@@ -20,10 +20,10 @@
 /// words in full-width forms, English `th` words (and made-up ones of `th` syllables),
 /// tables of figures in box-drawing frames (only a few such documents on the machine, yet
 /// the fit's price for box characters and digits among them depends on them alone), and words in
-/// scripts no vocabulary knows well, lines of symbols, emoji sequences and Vietnamese catalogs
-/// (the `rare_script`, `symbols`, `four` and `latin_ext_additional` counts, which no category
-/// on the machine has enough of).
-pub const GUARDS: [(&str, f64); 12] = [
+/// scripts no vocabulary knows well, lines of symbols, emoji sequences, Vietnamese catalogs and
+/// four-byte letters (the `rare_script`, `symbols`, `four`, `latin_ext_additional` and
+/// `rare_four` counts, which no category on the machine has enough of).
+pub const GUARDS: [(&str, f64); 13] = [
     ("guard-lorem", 0.75),
     ("guard-letters", 0.85),
     ("guard-scripts", 0.95),
@@ -36,6 +36,7 @@ pub const GUARDS: [(&str, f64); 12] = [
     ("guard-symbols", 0.90),
     ("guard-emoji-sequences", 0.85),
     ("guard-vietnamese", 0.90),
+    ("guard-rare-four", 0.90),
 ];
 
 /// The least weight of a guard row below its floor: a guard is a constraint, and a family fitted

@@ -27,13 +27,13 @@
 //! move), buffered and counted 16 blocks at a time the same way; the rare-character lookup
 //! computes the code points of a block's kana/CJK/hangul leads in 16-bit lanes after compressing
 //! their bytes together (`vpcompressb`) and gathers one bitmap word per lead (`vpgatherdd`); the
-//! script lookup of the `other2`/`other3` leads compresses and gathers the same way, and its
+//! script lookup of the `other2`/`other3` and four-byte leads compresses and gathers the same way, and its
 //! results are buffered and counted a thousand at a time (`ScriptIds`).
 //!
 //! Counts are identical to the other kernels' (the tests compare all three with a byte-at-a-time
 //! reference).
 
-use super::super::scripts::{SCRIPT_COUNT, SCRIPT_OF, THREE_BYTE_BASE};
+use super::super::scripts::{FOUR_BYTE_BASE, SCRIPT_COUNT, SCRIPT_OF, THREE_BYTE_BASE};
 use super::{COMMON3_FIRST, ClassCounts, byte_class, in_byte_class, is_rare_letter, is_vowel};
 use std::arch::x86_64::*;
 
@@ -630,7 +630,7 @@ impl HighPart {
         enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512vpopcntdq,gfni,popcnt"
     )]
     fn block(&mut self, bytes: &[u8], start: usize) {
-        let [before, v, next1, next2] = window(bytes, start);
+        let [before, v, next1, next2, next3] = window(bytes, start);
         let classes = |tables: [__m512i; 2], x| {
             let high = _mm512_movepi8_mask(x);
             _mm512_maskz_permutex2var_epi8(high, tables[0], x, tables[1])
@@ -654,10 +654,15 @@ impl HighPart {
         if east_asian != 0 {
             self.rare3 += rare3(east_asian, v, next1, next2);
         }
-        // Leads of `other2`/`other3` characters, whose scripts are told apart.
-        let other = _mm512_test_epi8_mask(lead, _mm512_set1_epi8((OTHER2 | OTHER3) as i8));
+        // Leads of `other2`/`other3` characters and of four-byte ones (`F0`..=`F4`), whose
+        // scripts are told apart.
+        let four = _mm512_cmple_epu8_mask(
+            _mm512_sub_epi8(v, _mm512_set1_epi8(0xF0u8 as i8)),
+            _mm512_set1_epi8(4),
+        );
+        let other = _mm512_test_epi8_mask(lead, _mm512_set1_epi8((OTHER2 | OTHER3) as i8)) | four;
         if other != 0 {
-            self.scripts.block(other, v, next1, next2);
+            self.scripts.block(other, [v, next1, next2, next3]);
         }
     }
 
@@ -676,13 +681,13 @@ impl HighPart {
 }
 
 /// The 64 bytes of the block at `bytes[start]`, moved back by one byte (`before`: the byte
-/// before the block first, 0 at the start of the text), and on by one and two bytes (the
+/// before the block first, 0 at the start of the text), and on by one, two and three bytes (the
 /// continuations of each lead); zeros past the end of the text.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512vpopcntdq,gfni,popcnt")]
-fn window(bytes: &[u8], start: usize) -> [__m512i; 4] {
-    let inside: Option<&[u8; 67]> = match start.checked_sub(1) {
-        Some(first) => bytes.get(first..start + 66).and_then(|w| w.try_into().ok()),
+fn window(bytes: &[u8], start: usize) -> [__m512i; 5] {
+    let inside: Option<&[u8; 68]> = match start.checked_sub(1) {
+        Some(first) => bytes.get(first..start + 67).and_then(|w| w.try_into().ok()),
         None => None,
     };
     let padded;
@@ -697,21 +702,23 @@ fn window(bytes: &[u8], start: usize) -> [__m512i; 4] {
     let (bytes, _) = window[1..].as_chunks::<64>();
     let (next1, _) = window[2..].as_chunks::<64>();
     let (next2, _) = window[3..].as_chunks::<64>();
+    let (next3, _) = window[4..].as_chunks::<64>();
     [
         load(&before[0]),
         load(&bytes[0]),
         load(&next1[0]),
         load(&next2[0]),
+        load(&next3[0]),
     ]
 }
 
 /// The bytes of [`window`] at the start or end of the text.
 #[cold]
 #[inline(never)]
-fn padded_window(bytes: &[u8], start: usize) -> [u8; 67] {
-    let mut padded = [0u8; 67];
+fn padded_window(bytes: &[u8], start: usize) -> [u8; 68] {
+    let mut padded = [0u8; 68];
     let rest = bytes.get(start..).unwrap_or(&[]);
-    let len = rest.len().min(66);
+    let len = rest.len().min(67);
     padded[1..=len].copy_from_slice(&rest[..len]);
     if let Some(&before) = start.checked_sub(1).and_then(|s| bytes.get(s)) {
         padded[0] = before;
@@ -778,13 +785,14 @@ fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> u64 {
 }
 
 /// Script ids (a script's index in `scripts::SCRIPT_NAMES` plus one; 0: none) of the
-/// `other2`/`other3` leads, found a block at a time and counted in batches
+/// `other2`/`other3` and four-byte leads, found a block at a time and counted in batches
 /// ([`ScriptIds::flush`]).
 ///
-/// Each block's leads are decoded sixteen at a time: the leads and the two bytes after each are
+/// Each block's leads are decoded sixteen at a time: the leads and the three bytes after each are
 /// compressed together and widened to 32-bit lanes, which compute the [`SCRIPT_OF`] entry (a
-/// two-byte character's code point, or [`THREE_BYTE_BASE`] plus a three-byte one's block of 16
-/// code points, as `scripts::script_at` does) and gather it. Nothing waits for the gathers: their
+/// two-byte character's code point, [`THREE_BYTE_BASE`] plus a three-byte one's block of 16
+/// code points, or [`FOUR_BYTE_BASE`] plus a four-byte one's block of 4,096, as
+/// `scripts::script_at` does) and gather it. Nothing waits for the gathers: their
 /// ids are stored, and only counted once a thousand have been buffered.
 ///
 /// Decoding the leads one at a time (what the other kernels do, `PendingLeads`) was 12% of this
@@ -802,29 +810,28 @@ struct ScriptIds {
 const SCRIPT_IDS: usize = 1024;
 
 impl ScriptIds {
-    /// Adds the ids of the leads `leads` of `v` (continuations in `next1` and `next2`).
+    /// Adds the ids of the leads `leads` of `window[0]` (continuations in `window[1..]`: the
+    /// bytes one, two and three on).
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
-    fn block(&mut self, leads: u64, v: __m512i, next1: __m512i, next2: __m512i) {
+    fn block(&mut self, leads: u64, window: [__m512i; 4]) {
         if self.len > SCRIPT_IDS - 64 {
             self.flush();
         }
         let n = leads.count_ones() as usize;
-        let mut packed = [
-            _mm512_maskz_compress_epi8(leads, v),
-            _mm512_maskz_compress_epi8(leads, next1),
-            _mm512_maskz_compress_epi8(leads, next2),
-        ];
+        let mut packed = window.map(|x| _mm512_maskz_compress_epi8(leads, x));
         let set1 = _mm512_set1_epi32;
         let continuation = |b| _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, set1(0xC0)), set1(0x80));
         let low6 = |b| _mm512_and_si512(b, set1(0x3F));
         let mut left = n;
         while left > 0 {
-            let [b0, b1, b2] = packed.map(|p| _mm512_cvtepu8_epi32(_mm512_castsi512_si128(p)));
+            let [b0, b1, b2, b3] = packed.map(|p| _mm512_cvtepu8_epi32(_mm512_castsi512_si128(p)));
             let step = left.min(16);
             let in_step = (u32::MAX >> (32 - step)) as u16;
             let two = _mm512_cmplt_epu32_mask(b0, set1(0xE0));
-            let valid = in_step & continuation(b1) & (two | continuation(b2));
+            let four = _mm512_cmpge_epu32_mask(b0, set1(0xF0));
+            let valid =
+                in_step & continuation(b1) & (two | continuation(b2)) & (!four | continuation(b3));
             let char2 = _mm512_or_si512(
                 _mm512_slli_epi32::<6>(_mm512_and_si512(b0, set1(0x1F))),
                 low6(b1),
@@ -839,10 +846,19 @@ impl ScriptIds {
                 ),
                 set1(THREE_BYTE_BASE as i32),
             );
-            let entry = _mm512_mask_blend_epi32(two, block3, char2);
+            let block4 = _mm512_add_epi32(
+                _mm512_or_si512(
+                    _mm512_slli_epi32::<6>(_mm512_and_si512(b0, set1(0x07))),
+                    low6(b1),
+                ),
+                set1(FOUR_BYTE_BASE as i32),
+            );
+            let entry =
+                _mm512_mask_blend_epi32(two, _mm512_mask_blend_epi32(four, block3, block4), char2);
             // SAFETY: each lane in `valid` reads the 4 bytes at `SCRIPT_OF[entry]`, and `entry`
-            // is at most `THREE_BYTE_BASE + 0xFFF`, the table's last entry, which three more
-            // bytes follow; the other lanes read nothing. AVX-512 F is enabled.
+            // is at most `FOUR_BYTE_BASE + 0x1FF`, the table's last entry, which three more
+            // bytes follow (a two-byte entry is below `THREE_BYTE_BASE`, a three-byte one below
+            // `FOUR_BYTE_BASE`); the other lanes read nothing. AVX-512 F is enabled.
             let words = unsafe {
                 _mm512_mask_i32gather_epi32::<1>(
                     _mm512_setzero_si512(),
