@@ -662,7 +662,12 @@ impl HighPart {
         );
         let other = _mm512_test_epi8_mask(lead, _mm512_set1_epi8((OTHER2 | OTHER3) as i8)) | four;
         if other != 0 {
-            self.scripts.block(other, [v, next1, next2, next3]);
+            let window = [v, next1, next2, next3];
+            if four == 0 {
+                self.scripts.block::<false>(other, window);
+            } else {
+                self.scripts.block::<true>(other, window);
+            }
         }
     }
 
@@ -811,15 +816,24 @@ const SCRIPT_IDS: usize = 1024;
 
 impl ScriptIds {
     /// Adds the ids of the leads `leads` of `window[0]` (continuations in `window[1..]`: the
-    /// bytes one, two and three on).
+    /// bytes one, two and three on). `FOUR`: some of them are four-byte leads; without, the
+    /// four-byte lanes are not computed.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
-    fn block(&mut self, leads: u64, window: [__m512i; 4]) {
+    fn block<const FOUR: bool>(&mut self, leads: u64, window: [__m512i; 4]) {
         if self.len > SCRIPT_IDS - 64 {
             self.flush();
         }
         let n = leads.count_ones() as usize;
-        let mut packed = window.map(|x| _mm512_maskz_compress_epi8(leads, x));
+        let [v, next1, next2, next3] = window;
+        let compress = |x| _mm512_maskz_compress_epi8(leads, x);
+        // The third continuation byte only matters to four-byte leads, which most blocks lack.
+        let third = if FOUR {
+            compress(next3)
+        } else {
+            _mm512_setzero_si512()
+        };
+        let mut packed = [compress(v), compress(next1), compress(next2), third];
         let set1 = _mm512_set1_epi32;
         let continuation = |b| _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, set1(0xC0)), set1(0x80));
         let low6 = |b| _mm512_and_si512(b, set1(0x3F));
@@ -829,7 +843,11 @@ impl ScriptIds {
             let step = left.min(16);
             let in_step = (u32::MAX >> (32 - step)) as u16;
             let two = _mm512_cmplt_epu32_mask(b0, set1(0xE0));
-            let four = _mm512_cmpge_epu32_mask(b0, set1(0xF0));
+            let four = if FOUR {
+                _mm512_cmpge_epu32_mask(b0, set1(0xF0))
+            } else {
+                0
+            };
             let valid =
                 in_step & continuation(b1) & (two | continuation(b2)) & (!four | continuation(b3));
             let char2 = _mm512_or_si512(
@@ -846,15 +864,19 @@ impl ScriptIds {
                 ),
                 set1(THREE_BYTE_BASE as i32),
             );
-            let block4 = _mm512_add_epi32(
-                _mm512_or_si512(
-                    _mm512_slli_epi32::<6>(_mm512_and_si512(b0, set1(0x07))),
-                    low6(b1),
-                ),
-                set1(FOUR_BYTE_BASE as i32),
-            );
-            let entry =
-                _mm512_mask_blend_epi32(two, _mm512_mask_blend_epi32(four, block3, block4), char2);
+            let block34 = if FOUR {
+                let block4 = _mm512_add_epi32(
+                    _mm512_or_si512(
+                        _mm512_slli_epi32::<6>(_mm512_and_si512(b0, set1(0x07))),
+                        low6(b1),
+                    ),
+                    set1(FOUR_BYTE_BASE as i32),
+                );
+                _mm512_mask_blend_epi32(four, block3, block4)
+            } else {
+                block3
+            };
+            let entry = _mm512_mask_blend_epi32(two, block34, char2);
             // SAFETY: each lane in `valid` reads the 4 bytes at `SCRIPT_OF[entry]`, and `entry`
             // is at most `FOUR_BYTE_BASE + 0x1FF`, the table's last entry, which three more
             // bytes follow (a two-byte entry is below `THREE_BYTE_BASE`, a three-byte one below
