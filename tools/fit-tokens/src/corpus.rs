@@ -1718,6 +1718,17 @@ struct RareScript {
     separator: &'static str,
 }
 
+impl RareScript {
+    /// A script of letters alone, its words separated by spaces (most of them).
+    const fn words(letters: &'static [(u32, u32)]) -> RareScript {
+        RareScript {
+            letters,
+            marks: &[],
+            separator: " ",
+        }
+    }
+}
+
 /// The scripts of `guard-rare-scripts`. No catalog on the machine has enough text in any of
 /// them to be a category, and each costs o200k and cl100k about one token per UTF-8 byte.
 const RARE_SCRIPTS: [RareScript; 16] = [
@@ -1728,23 +1739,11 @@ const RARE_SCRIPTS: [RareScript; 16] = [
         separator: "\u{0F0B}",
     },
     // Mongolian.
-    RareScript {
-        letters: &[(0x1820, 0x1877)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x1820, 0x1877)]),
     // Cherokee.
-    RareScript {
-        letters: &[(0x13A0, 0x13F4)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x13A0, 0x13F4)]),
     // Canadian syllabics.
-    RareScript {
-        letters: &[(0x1401, 0x166C)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x1401, 0x166C)]),
     // Runic.
     RareScript {
         letters: &[(0x16A0, 0x16EA)],
@@ -1758,29 +1757,13 @@ const RARE_SCRIPTS: [RareScript; 16] = [
         separator: "\u{1680}",
     },
     // Ol Chiki.
-    RareScript {
-        letters: &[(0x1C5A, 0x1C7D)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x1C5A, 0x1C7D)]),
     // Tifinagh.
-    RareScript {
-        letters: &[(0x2D30, 0x2D67)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x2D30, 0x2D67)]),
     // Glagolitic.
-    RareScript {
-        letters: &[(0x2C30, 0x2C5F)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x2C30, 0x2C5F)]),
     // Coptic.
-    RareScript {
-        letters: &[(0x2C80, 0x2CE3)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x2C80, 0x2CE3)]),
     // Balinese.
     RareScript {
         letters: &[(0x1B05, 0x1B33)],
@@ -1823,41 +1806,17 @@ const RARE_SCRIPTS: [RareScript; 16] = [
 /// every vocabulary but for a few CJK ideographs of Extension B.
 const RARE_FOUR: [RareScript; 11] = [
     // Gothic.
-    RareScript {
-        letters: &[(0x10330, 0x1034A)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x10330, 0x1034A)]),
     // Deseret.
-    RareScript {
-        letters: &[(0x10400, 0x1044F)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x10400, 0x1044F)]),
     // Shavian.
-    RareScript {
-        letters: &[(0x10450, 0x1047F)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x10450, 0x1047F)]),
     // Osage.
-    RareScript {
-        letters: &[(0x104B0, 0x104D3), (0x104D8, 0x104FB)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x104B0, 0x104D3), (0x104D8, 0x104FB)]),
     // Old Italic.
-    RareScript {
-        letters: &[(0x10300, 0x1031F)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x10300, 0x1031F)]),
     // Mathematical alphanumerics: bold, sans-serif and monospace letters (`𝐇𝐞𝐥𝐥𝐨`).
-    RareScript {
-        letters: &[(0x1D400, 0x1D433), (0x1D5A0, 0x1D5D3), (0x1D670, 0x1D6A3)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x1D400, 0x1D433), (0x1D5A0, 0x1D5D3), (0x1D670, 0x1D6A3)]),
     // Adlam.
     RareScript {
         letters: &[(0x1E900, 0x1E943)],
@@ -1871,23 +1830,11 @@ const RARE_FOUR: [RareScript; 11] = [
         separator: "",
     },
     // Cuneiform.
-    RareScript {
-        letters: &[(0x12000, 0x12399)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x12000, 0x12399)]),
     // Egyptian hieroglyphs.
-    RareScript {
-        letters: &[(0x13000, 0x1342E)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0x13000, 0x1342E)]),
     // Supplementary private use (the icons of Nerd Fonts' Material Design set).
-    RareScript {
-        letters: &[(0xF0001, 0xF1AF0)],
-        marks: &[],
-        separator: " ",
-    },
+    RareScript::words(&[(0xF0001, 0xF1AF0)]),
 ];
 
 /// A character of `ranges` (inclusive code point ranges; a few code points in them are

@@ -27,8 +27,8 @@
 //! move), buffered and counted 16 blocks at a time the same way; the rare-character lookup
 //! computes the code points of a block's kana/CJK/hangul leads in 16-bit lanes after compressing
 //! their bytes together (`vpcompressb`) and gathers one bitmap word per lead (`vpgatherdd`); the
-//! script lookup of the `other2`/`other3` and four-byte leads compresses and gathers the same way, and its
-//! results are buffered and counted a thousand at a time (`ScriptIds`).
+//! script lookup of the `other2`/`other3` and four-byte leads compresses and gathers the same
+//! way, and its results are buffered and counted a thousand at a time (`ScriptIds`).
 //!
 //! Counts are identical to the other kernels' (the tests compare all three with a byte-at-a-time
 //! reference).
