@@ -1441,9 +1441,9 @@ fn gen_fullwidth(g: &mut Rng) -> String {
     let target = g.range(600, 4_000);
     let share = [0.2, 0.5, 1.0][g.range(0, 3)];
     // The ideographic space and full stop (counted as kana: their lead is `E3`) in a share of
-    // their own, told by the length already drawn (no draw more, so the documents after these
-    // stay as they were): with the words' share, the fit could price full-width words as
-    // ideographic spaces.
+    // their own, told by the length already drawn: with the words' share, the fit could price
+    // full-width words as ideographic spaces. (The documents after these changed all the same,
+    // since the texts' lengths, and so the draws, did.)
     let spaces = [0.0, 0.3, 1.0][target % 3];
     let mut s = String::new();
     while s.len() < target {
