@@ -1770,6 +1770,23 @@ mod tests {
     }
 
     #[test]
+    fn kernels_agree_with_one_non_ascii_character_anywhere_in_a_group() {
+        // The AVX-512 kernel notes which chunks of sixteen blocks have a byte `>= 0x80` and
+        // only then which of their blocks: one character at every block of a group, at either
+        // end of a block and across two blocks.
+        let ascii = "let x = value_of(\"key\", 42); // plain\n".repeat(140);
+        for block in 0..66 {
+            for offset in [0, 1, 62, 63] {
+                let at = block * 64 + offset;
+                let mut text = ascii[..at].to_string();
+                text.push('é');
+                text.push_str(&ascii[at..]);
+                check(text.as_bytes());
+            }
+        }
+    }
+
+    #[test]
     fn kernels_agree_on_real_text() {
         check(include_str!("classes.rs").as_bytes());
         check(include_str!("request.rs").as_bytes());

@@ -7,10 +7,11 @@
 //! class bits, and every run or transition feature is computed for all eight classes at once by
 //! moving whole class vectors along the text:
 //!
-//! - the class byte of the byte before (`vpermt2b` of the previous block's and this block's class
-//!   vectors) gives the same-class pairs (`class & before`); run starts are class totals less
-//!   pairs, letter/digit switches the alphanumeric pairs less the letter and digit pairs, and a
-//!   GF(2) bit move (`vgf2p8affineqb`) turns the uppercase pairs into case changes;
+//! - the class byte of the byte before (the previous block's and this block's class vectors
+//!   moved by a byte: `valignq` + `vpshldq`) gives the same-class pairs (`class & before`); run
+//!   starts are class totals less pairs, letter/digit switches the alphanumeric pairs less the
+//!   letter and digit pairs, and a GF(2) bit move (`vgf2p8affineqb`) turns the uppercase pairs
+//!   into case changes;
 //! - run lengths are chains of `and`s with the pair vector moved by 1, 2, 3, 4 and 8 bytes, each
 //!   carrying the previous block's vector (four carried vectors instead of 13 masks);
 //! - the counts are *positional* popcounts of two event vectors (how many bytes have bit `b`
@@ -335,23 +336,20 @@ impl<const N: usize> Planes<N> {
     }
 }
 
-/// `vpermt2b` indices moving a vector up by `by` bytes (1 and 2; 4 and 8 are `valignd` and
-/// `valignq`), the previous block's last `by` bytes shifted in below: byte `i` takes index
-/// `64 - by + i` (`>= 64`: this block).
+/// `x` moved up by one 64-bit lane, the previous block's last lane (of `prev`) shifted in below
+/// (`valignq`). With it, a move by `n` bytes (1 to 7) is one funnel shift per lane,
+/// `_mm512_shldi_epi64::<{8 * n}>(x, lanes_up(x, prev))` (`vpshldq`, VBMI2): byte `i` of a
+/// lane takes byte `i - n` of the lane, or byte `8 + i - n` of the lane below.
 ///
-/// With these constant indices LLVM rewrites the permutes as `valignq` + `vpalignr` pairs: two
-/// one-uop shuffles, where `vpermt2b` is three uops on the cores that have it (one of them on
-/// either vector port). Hiding the indices from it (`black_box`) kept the `vpermt2b`s and was
-/// 8–10% slower once the kernel counted the rare letters (`tokens_once avx512`, mixed corpus,
-/// three alternating runs each: 6.8–7.0 GB/s against 7.5–7.7 GB/s).
+/// The funnel shift runs on port 0, and the moves by 1 and 2 bytes of one vector share the lane
+/// move. LLVM turned the `vpermt2b` moves used before into `valignq` + `vpalignr` pairs, both
+/// on port 5, which the class lookup and the rare-letter lookup also need: three moves were six
+/// port-5 uops a block, now two (and three on port 0): with [`high_flags`], 5–6% off the
+/// estimate of the mixed corpus (BENCHMARKS.md, session 42).
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn shift_indices(by: u8) -> __m512i {
-    let mut indices = [0u8; 64];
-    for (i, index) in indices.iter_mut().enumerate() {
-        *index = 64 - by + i as u8;
-    }
-    load(&indices)
+#[target_feature(enable = "avx512f")]
+fn lanes_up(x: __m512i, prev: __m512i) -> __m512i {
+    _mm512_alignr_epi64::<7>(x, prev)
 }
 
 /// The 64 bytes of `block` as a vector.
@@ -369,8 +367,6 @@ struct Constants {
     rare: __m512i,
     /// `JSON | CONSONANT`: the bits of `pairs` that are not same-class pairs.
     pairs_other: __m512i,
-    by1: __m512i,
-    by2: __m512i,
     letter_on_upper: __m512i,
     letter_on_json: __m512i,
     alnum: __m512i,
@@ -387,8 +383,6 @@ impl Constants {
             table_high,
             rare: load(&RARE_TABLE),
             pairs_other: _mm512_set1_epi8((JSON | CONSONANT) as i8),
-            by1: shift_indices(1),
-            by2: shift_indices(2),
             letter_on_upper: _mm512_set1_epi64(LETTER_ON_UPPER),
             letter_on_json: _mm512_set1_epi64(LETTER_ON_JSON),
             alnum: _mm512_set1_epi8(ALNUM as i8),
@@ -401,15 +395,14 @@ impl Constants {
 /// the end gets no class), and the block's mask of bytes `>= 0x80` (0: the block has no
 /// non-ASCII part).
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,gfni")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,gfni")]
 fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u64) {
     // `vpermi2b` indexes by the low 7 bits: bytes `>= 0x80` are zeroed instead.
     let high = _mm512_movepi8_mask(v);
     let class = _mm512_maskz_permutex2var_epi8(!high & valid, k.table_low, v, k.table_high);
     let rare = _mm512_permutexvar_epi8(v, k.rare);
     let p = *carry;
-    let shift = |prev, indices, x| _mm512_permutex2var_epi8(prev, indices, x);
-    let before = shift(p.class, k.by1, class);
+    let before = _mm512_shldi_epi64::<8>(class, lanes_up(class, p.class));
     // Same-class pairs; on `UPPER`, an uppercase letter after a letter and not after an
     // uppercase one (uppercase letters before are letters before: `^` is `& !`).
     let run2 = _mm512_ternarylogic_epi64::<AND_XOR>(
@@ -419,14 +412,15 @@ fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u
     );
     // Run lengths: each step doubles (or extends) the run length a bit stands for. The chains
     // only read `ALNUM`, `LETTER` and `CONSONANT`, which `run2` has as plain pairs.
-    let run3 = _mm512_and_si512(run2, shift(p.run2, k.by1, run2));
-    let run4 = _mm512_and_si512(run2, shift(p.run2, k.by2, run2));
+    let run2_lanes = lanes_up(run2, p.run2);
+    let run3 = _mm512_and_si512(run2, _mm512_shldi_epi64::<8>(run2, run2_lanes));
+    let run4 = _mm512_and_si512(run2, _mm512_shldi_epi64::<16>(run2, run2_lanes));
     // One move by 4 bytes gives both `run8` (`run4` and `run4` 4 bytes back) and, on
     // `CONSONANT`, `run7` (`run4` and `run3` 4 bytes back); moves by whole 32- and 64-bit lanes
     // are `valignd` and `valignq`, which leave their operands.
     let run4_3 = _mm512_ternarylogic_epi64::<SELECT>(run4, run3, k.consonant);
     let run8_7 = _mm512_and_si512(run4, _mm512_alignr_epi32::<15>(run4_3, p.run4_3));
-    let run16 = _mm512_and_si512(run8_7, _mm512_alignr_epi64::<7>(run8_7, p.run8));
+    let run16 = _mm512_and_si512(run8_7, lanes_up(run8_7, p.run8));
     let long_run = _mm512_ternarylogic_epi64::<SELECT>(class, run16, k.alnum);
     let classes = _mm512_ternarylogic_epi64::<SELECT>(
         long_run,
@@ -960,12 +954,18 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
         let mut high_blocks = 0u64;
         let (chunks, rest) = group.as_chunks::<16>();
         for (c, chunk) in chunks.iter().enumerate() {
+            // The chunk's bytes `>= 0x80`, or-ed; which blocks have them is worked out only
+            // when there are some ([`high_flags`]).
+            let mut any_high = 0u64;
             let sixteens = planes.add16(|i| {
                 let (events, mask) = block(&k, &mut carry, load(&chunk[i]), u64::MAX);
-                high_blocks |= u64::from(mask != 0) << (16 * c + i);
+                any_high |= mask;
                 events
             });
             counts.add(&sixteens, 4);
+            if any_high != 0 {
+                high_blocks |= high_flags(chunk) << (16 * c);
+            }
         }
         for (i, block_bytes) in rest.iter().enumerate() {
             let (events, mask) = block(&k, &mut carry, load(block_bytes), u64::MAX);
@@ -996,6 +996,23 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
     counts.scripts = scripts;
     counts.th_pairs = th.total;
     counts
+}
+
+/// Bit `i`: block `i` of `blocks` has a byte `>= 0x80`.
+///
+/// Run only for the chunks of sixteen blocks that have such a byte (the ASCII loop keeps just
+/// the `or` of its sixteen masks). Built inside the ASCII loop, the sixteen flags were moved
+/// into vector registers and merged there (`vmovq`, `vpunpcklqdq`, `vinserti128`: shuffles on
+/// port 5, which the loop is short of) in every chunk; kept out of line so that LLVM does not
+/// fold it back (inlined, the estimate of the mixed corpus took 2% longer).
+#[inline(never)]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn high_flags(blocks: &[[u8; 64]; 16]) -> u64 {
+    let mut flags = 0u64;
+    for (i, block) in blocks.iter().enumerate() {
+        flags |= u64::from(_mm512_movepi8_mask(load(block)) != 0) << i;
+    }
+    flags
 }
 
 /// The class counts from the positional counts of both parts.
