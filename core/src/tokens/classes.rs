@@ -1787,6 +1787,38 @@ mod tests {
     }
 
     #[test]
+    fn kernels_agree_on_blocks_of_one_run_of_three_byte_characters() {
+        // The AVX-512 kernel counts a block's scripts at once when its leads to look up are all
+        // one lead and first continuation byte of a run with one script: box drawing alone,
+        // quotes alone, private use alone; and, to take the slower way, two runs, a run of two
+        // scripts (U+2580–U+25BF: block elements and geometric shapes), and sequences cut
+        // before or at their last byte, each alone in its block or with others.
+        let pieces = [
+            "├── src\n│   └── main.rs\n",
+            "“quoted” — dash… ",
+            "\u{E5FF}\u{E5FA} icons ",
+            "├─╭╮ two runs ",
+            "█▀▄ ■□ a mixed run ",
+            "\u{2500}x\u{2502}",
+            "cut \u{FFFD}",
+        ];
+        let cut: [&[u8]; 3] = [b"\xE2\x94", b"\xE2\x94a", b"\xE2\x94\x80"];
+        for (i, piece) in pieces.iter().enumerate() {
+            for (j, other) in pieces.iter().enumerate() {
+                let mut text = Vec::new();
+                for k in 0..40 {
+                    text.extend_from_slice(b"plain words between ");
+                    text.extend_from_slice(if k % 2 == 0 { piece } else { other }.as_bytes());
+                    if k % 7 == 3 {
+                        text.extend_from_slice(cut[(i + j + k) % 3]);
+                    }
+                }
+                check(&text);
+            }
+        }
+    }
+
+    #[test]
     fn kernels_agree_on_real_text() {
         check(include_str!("classes.rs").as_bytes());
         check(include_str!("request.rs").as_bytes());

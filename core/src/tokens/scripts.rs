@@ -215,6 +215,31 @@ const SCRIPT_ENTRIES: usize = FOUR_BYTE_BASE + 512;
 /// as 32-bit words and keeps their low byte) stays inside the table.
 pub(super) static SCRIPT_OF: [u8; SCRIPT_ENTRIES + 3] = script_table();
 
+/// [`SCRIPT_OF`]'s entry for every three-byte character of a run of 64 code points (index
+/// `(lead & 0x0F) << 6 | (first continuation & 0x3F)`), or [`MIXED_RUN`] where its four blocks
+/// of 16 differ. A block of text whose three-byte leads of interest are all in one such run
+/// (the box drawing of a `tree` listing, the quotes and dashes of prose) needs no lookup per
+/// character.
+pub(super) static SCRIPT_OF_RUN: [u8; 1024] = {
+    let mut runs = [0u8; 1024];
+    let mut run = 0;
+    while run < 1024 {
+        let first = SCRIPT_OF[THREE_BYTE_BASE + 4 * run];
+        let mut same = true;
+        let mut k = 1;
+        while k < 4 {
+            same &= SCRIPT_OF[THREE_BYTE_BASE + 4 * run + k] == first;
+            k += 1;
+        }
+        runs[run] = if same { first } else { MIXED_RUN };
+        run += 1;
+    }
+    runs
+};
+
+/// An entry of [`SCRIPT_OF_RUN`]: the run has characters of more than one script (or none).
+pub(super) const MIXED_RUN: u8 = u8::MAX;
+
 const fn script_table() -> [u8; SCRIPT_ENTRIES + 3] {
     let mut table = [0u8; SCRIPT_ENTRIES + 3];
     let mut r = 0;
@@ -620,6 +645,38 @@ mod tests {
         assert_eq!(c[of("arabic_pashto")], 1);
         assert_eq!(c[of("arabic")], 4 + 4 + 2);
         assert_eq!(c[of("arabic_ext")], 3);
+    }
+
+    #[test]
+    fn runs_of_one_script_are_told_as_such() {
+        let mut one_script = 0;
+        for run in 0..1024u32 {
+            // The three-byte characters of the run: lead `E0 | run >> 6`, first continuation
+            // `80 | run & 0x3F`, the 64 last continuation bytes.
+            let scripts: Vec<Option<usize>> = (0..64u8)
+                .map(|last| {
+                    let bytes = [
+                        0xE0 | (run >> 6) as u8,
+                        0x80 | (run & 0x3F) as u8,
+                        0x80 | last,
+                    ];
+                    script_at(&bytes, 0)
+                })
+                .collect();
+            let entry = SCRIPT_OF_RUN[run as usize];
+            if scripts.iter().all(|s| *s == scripts[0]) {
+                one_script += 1;
+                assert_eq!(entry, scripts[0].map_or(0, |s| s as u8 + 1), "run {run:#x}");
+            } else {
+                assert_eq!(entry, MIXED_RUN, "run {run:#x}");
+            }
+        }
+        // Runs of box drawing, of general punctuation (none) and of private use are whole.
+        assert!(one_script > 900);
+        assert_eq!(SCRIPT_OF_RUN[0x2500 >> 6], of("box") as u8 + 1);
+        assert_eq!(SCRIPT_OF_RUN[0x2000 >> 6], 0);
+        assert_eq!(SCRIPT_OF_RUN[0xE5C0 >> 6], of("private_use") as u8 + 1);
+        assert_eq!(SCRIPT_OF_RUN[0x2580 >> 6], MIXED_RUN);
     }
 
     #[test]
