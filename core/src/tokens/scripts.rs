@@ -219,7 +219,8 @@ pub(super) static SCRIPT_OF: [u8; SCRIPT_ENTRIES + 3] = script_table();
 /// `(lead & 0x0F) << 6 | (first continuation & 0x3F)`), or [`MIXED_RUN`] where its four blocks
 /// of 16 differ. A block of text whose three-byte leads of interest are all in one such run
 /// (the box drawing of a `tree` listing, the quotes and dashes of prose) needs no lookup per
-/// character.
+/// character. (Only the AVX-512 kernel reads it.)
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) static SCRIPT_OF_RUN: [u8; 1024] = {
     let mut runs = [0u8; 1024];
     let mut run = 0;
@@ -238,6 +239,7 @@ pub(super) static SCRIPT_OF_RUN: [u8; 1024] = {
 };
 
 /// An entry of [`SCRIPT_OF_RUN`]: the run has characters of more than one script (or none).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) const MIXED_RUN: u8 = u8::MAX;
 
 const fn script_table() -> [u8; SCRIPT_ENTRIES + 3] {
