@@ -2010,8 +2010,11 @@ mod tests {
                 std::env::temp_dir().join(format!("fit-corpus-{test}-{}", std::process::id()));
             let _ = fs::remove_dir_all(&dir);
             fs::create_dir_all(&dir).unwrap();
+            // About 30 KB a file: enough for three documents of at most 6,000 bytes however
+            // the file is cut, and the cut is drawn from the file's path, which holds the
+            // process id (with 400 lines, some ids cut a file into a single document).
             for (name, word) in files {
-                let text: String = (0..400).map(|i| format!("{word} line {i}\n")).collect();
+                let text: String = (0..2000).map(|i| format!("{word} line {i}\n")).collect();
                 fs::write(dir.join(name), text).unwrap();
             }
             Files(dir)
