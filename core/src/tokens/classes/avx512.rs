@@ -729,16 +729,20 @@ fn padded_window(bytes: &[u8], start: usize) -> [u8; 68] {
     padded
 }
 
+/// Bit `i`: byte `i` of `x` is a continuation byte (`80`..=`BF`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn continuations(x: __m512i) -> u64 {
+    let top = _mm512_and_si512(x, _mm512_set1_epi8(0xC0u8 as i8));
+    _cvtmask64_u64(_mm512_cmpeq_epi8_mask(top, _mm512_set1_epi8(0x80u8 as i8)))
+}
+
 /// How many of the kana/CJK/hangul leads `leads` of `v` (continuations in `next1`, `next2`)
 /// are not common characters ([`super::is_common3`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
 fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> u64 {
-    let continuation = |x| {
-        let top = _mm512_and_si512(x, _mm512_set1_epi8(0xC0u8 as i8));
-        _cvtmask64_u64(_mm512_cmpeq_epi8_mask(top, _mm512_set1_epi8(0x80u8 as i8)))
-    };
-    let complete = leads & continuation(next1) & continuation(next2);
+    let complete = leads & continuations(next1) & continuations(next2);
     // A lead without two continuation bytes is not a common character.
     let mut rare = u64::from((leads & !complete).count_ones());
     // Each complete lead is followed by two bytes that are not leads: at most 22 in a block
@@ -924,10 +928,8 @@ impl ScriptIds {
             return false;
         }
         let [v, next1, next2] = window;
-        let set1 = |b: u8| _mm512_set1_epi8(b as i8);
-        let equal = |x, b: u8| _mm512_mask_cmpeq_epi8_mask(leads, x, set1(b));
-        let continued = equal(_mm512_and_si512(next2, set1(0xC0)), 0x80);
-        if equal(v, lead) & equal(next1, next) & continued != leads {
+        let equal = |x, b: u8| _mm512_mask_cmpeq_epi8_mask(leads, x, _mm512_set1_epi8(b as i8));
+        if equal(v, lead) & equal(next1, next) & continuations(next2) != leads {
             return false;
         }
         if let Some(count) = usize::from(run)
