@@ -2657,6 +2657,13 @@ async fn a_transient_error_as_the_first_event_is_retried_for_each_provider() {
             None,
             "overloaded",
         ),
+        // Without its `event:` line (some proxies strip them), the data's `type` names it.
+        (
+            Provider::Anthropic,
+            "data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+            None,
+            "overloaded",
+        ),
         (
             Provider::OpenAiChat,
             "data: {\"error\":{\"code\":502,\"message\":\"Provider returned error\"}}\n\n",
@@ -2687,6 +2694,12 @@ async fn a_transient_error_as_the_first_event_is_retried_for_each_provider() {
             None,
             "overloaded",
         ),
+        (
+            Provider::OpenAiResponses,
+            "data: {\"type\":\"response.failed\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"server_is_overloaded\",\"message\":\"Selected model is at capacity\"}}}\n\n",
+            None,
+            "overloaded",
+        ),
     ];
     for (provider, first, status, class) in cases {
         let (good, events) = good_stream(provider);
@@ -2713,6 +2726,63 @@ async fn a_transient_error_as_the_first_event_is_retried_for_each_provider() {
         assert_eq!(metrics.events, events.len() as u64);
         assert_eq!(metrics.request_id.as_deref(), Some("req_2"));
         assert_eq!(server.requests().len(), 2, "{first}");
+    }
+}
+
+/// Anthropic and OpenAI Responses name each event twice, in its `event:` line and in its data's
+/// `type`; some proxies strip the `event:` lines, and the decoders read the `type` instead. The
+/// client does too: such a stream is whole (it was reported truncated, its final event
+/// unseen), its usage and first-token time are read, and it decodes to the same message as with
+/// the lines, at any chunking.
+#[tokio::test]
+async fn a_stream_without_event_lines_is_whole_for_the_providers_that_name_events() {
+    for provider in [Provider::Anthropic, Provider::OpenAiResponses] {
+        let path = match provider {
+            Provider::Anthropic => repo_root().join("tests/fixtures/anthropic/basic_response.sse"),
+            _ => repo_root().join(RESPONSES_STREAM),
+        };
+        let named = std::fs::read_to_string(path).unwrap();
+        let unnamed: String = named
+            .lines()
+            .filter(|line| !line.starts_with("event:"))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        assert!(unnamed.len() < named.len());
+        let mut offline = StreamDecoder::for_provider(provider);
+        let events = offline
+            .feed(bytes::Bytes::from(named.clone().into_bytes()))
+            .unwrap();
+        let message = offline.finish().unwrap();
+        let mut usages = Vec::new();
+        for (body, chunk) in [(&named, 0), (&unnamed, 0), (&unnamed, 7)] {
+            let response = ScriptedResponse::ok(ScriptBody::Text(body.clone()));
+            let response = if chunk > 0 {
+                response.chunked(chunk, 0)
+            } else {
+                response
+            };
+            let server = serve(&script(vec![response])).await;
+            let client = Client::new(config(provider, &server)).unwrap();
+            let mut stream = client.stream_message(BODY);
+            let mut got = Decoded::default();
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(MessageItem::Event(event)) => got.events.push(event),
+                    Ok(MessageItem::Message(message)) => got.message = Some(message),
+                    Ok(_) => {}
+                    Err(error) => got.error = Some(error),
+                }
+            }
+            assert!(got.error.is_none(), "{provider:?} {chunk}: {:?}", got.error);
+            assert_eq!(got.events, events, "{provider:?}");
+            assert_eq!(got.message.as_ref(), Some(&message), "{provider:?}");
+            let metrics = stream.metrics();
+            assert!(metrics.time_to_first_token.is_some(), "{provider:?}");
+            assert!(metrics.usage.is_some(), "{provider:?}");
+            usages.push(metrics.usage.clone());
+            assert_eq!(server.requests().len(), 1);
+        }
+        assert!(usages.iter().all(|usage| *usage == usages[0]), "{usages:?}");
     }
 }
 

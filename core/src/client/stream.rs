@@ -2,6 +2,7 @@
 //! out with retries and stall notices interleaved, under the watchdogs. Dropping the stream
 //! drops the body, which aborts the connection.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::Pin;
@@ -20,6 +21,7 @@ use super::metrics::{RequestMetrics, version_label};
 use super::retry::RetryEvent;
 use super::send::{Sender, body_error, response_request_id};
 use super::watchdog::{Alarm, TimeoutKind, Watchdog};
+use crate::decode::named_type;
 use crate::decode::openai_chat::{is_done_marker, sets_finish_reason};
 use crate::sse::{SseConfig, SseEvent, SseEventRef, SseItem, SseParser};
 
@@ -320,11 +322,19 @@ impl Ledger {
         if self.metrics.events == 0 {
             self.metrics.time_to_first_event = Some(self.frame_at - self.start);
         }
-        if self.metrics.time_to_first_token.is_none() && is_content(self.provider, event) {
+        let data = event.data();
+        // Anthropic and Responses events stripped of their `event:` line (some proxies) are
+        // named by their data's `type`, as the decoders read them: the final event and an
+        // error event must be seen as such (a whole answer is not truncated; an overloaded
+        // error as the first event is retried).
+        let event_type = match self.provider {
+            Provider::Anthropic | Provider::OpenAiResponses => named_type(event.event_type(), data),
+            Provider::OpenAiChat => Cow::Borrowed(event.event_type()),
+        };
+        let event_type = event_type.as_ref();
+        if self.metrics.time_to_first_token.is_none() && is_content(self.provider, event_type) {
             self.metrics.time_to_first_token = Some(self.frame_at - self.start);
         }
-        let event_type = event.event_type();
-        let data = event.data();
         match self.provider {
             Provider::Anthropic => match event_type {
                 "message_stop" => self.complete = true,
@@ -442,8 +452,7 @@ fn is_chat_error_chunk(data: &str) -> bool {
     }
 }
 
-fn is_content(provider: Provider, event: &SseEventRef<'_>) -> bool {
-    let event_type = event.event_type();
+fn is_content(provider: Provider, event_type: &str) -> bool {
     match provider {
         Provider::Anthropic => event_type == "content_block_delta",
         Provider::OpenAiChat => true,

@@ -10,7 +10,7 @@ use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str::{self, Halves};
 use super::partial_json::{PartialJson, PartialMode, Repair};
-use super::{EventDecoder, data_value, decode_lone_surrogates_lossily};
+use super::{EventDecoder, TypeOnly, data_value, decode_lone_surrogates_lossily, is_unnamed};
 use crate::message::anthropic::{ContentBlock, Message};
 
 /// Anthropic Messages streaming: `message_start`, `content_block_start/delta/stop`,
@@ -91,12 +91,6 @@ struct RawDelta<'a> {
 #[derive(Deserialize)]
 struct IndexOnly {
     index: u64,
-}
-
-#[derive(Deserialize)]
-struct TypeOnly<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
@@ -820,7 +814,7 @@ impl EventDecoder for AnthropicDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
         let result = decode_lone_surrogates_lossily(data, |data, _| match event_type {
             // No `event:` line (some proxies): the JSON `type` names the event.
-            "" | "message" => parse::<TypeOnly<'_>>(event_type, data)
+            kind if is_unnamed(kind) => parse::<TypeOnly<'_>>(event_type, data)
                 .and_then(|peek| self.dispatch(&peek.kind, data)),
             kind => self.dispatch(kind, data),
         });

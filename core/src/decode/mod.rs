@@ -21,6 +21,7 @@
 mod anthropic;
 pub(crate) mod classify;
 mod error;
+mod event_type;
 mod events;
 mod json_str;
 pub(crate) mod openai_chat;
@@ -33,6 +34,7 @@ pub use anthropic::AnthropicDecoder;
 pub(crate) use classify::status_of_code;
 pub use classify::{PromptSizes, prompt_too_long};
 pub use error::{DecodeError, ProtocolError, ProviderErrorKind};
+pub(crate) use event_type::{TypeOnly, is_unnamed, named_type};
 pub use events::{DecodeEvent, SealedCallRef};
 pub use openai_chat::OpenAiChatDecoder;
 pub use openai_responses::OpenAiResponsesDecoder;

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
-use super::{EventDecoder, data_value, decode_lone_surrogates_lossily};
+use super::{EventDecoder, TypeOnly, data_value, decode_lone_surrogates_lossily, is_unnamed};
 use crate::json_text::lone_surrogates_replaced;
 
 type Object = Map<String, Value>;
@@ -1140,19 +1140,13 @@ fn seal_event(index: usize, item: &Value, ending: Ending) -> Option<DecodeEvent>
     }
 }
 
-#[derive(Deserialize)]
-struct TypeOnly<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-}
-
 impl EventDecoder for OpenAiResponsesDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
         if data.starts_with("[DONE]") {
             return Ok(());
         }
         let result = decode_lone_surrogates_lossily(data, |data, _| match event_type {
-            "" | "message" => serde_json::from_str::<TypeOnly<'_>>(data)
+            kind if is_unnamed(kind) => serde_json::from_str::<TypeOnly<'_>>(data)
                 .map_err(|e| DecodeError::json(event_type, e))
                 .and_then(|peek| self.on_event(&peek.kind, data)),
             kind => self.on_event(kind, data),
