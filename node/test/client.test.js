@@ -128,6 +128,32 @@ test('429 with retry-after, 529, 500 and an overloaded_error as the first event 
   })
 })
 
+test('a stream whose event: lines a proxy stripped is whole, and its overloaded_error first event is retried', async () => {
+  // Anthropic names each event twice, in its `event:` line and in its data's `type`; some
+  // proxies strip the lines. The client reads the `type` then, as the decoder does: the answer
+  // was reported truncated, and the error first event was not retried.
+  const unnamed = (events) => events.map(({ data }) => ({ data }))
+  const overloadedFirst = { data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }
+  const responses = [
+    { body: { events: [overloadedFirst] } },
+    { body: { events: unnamed(anthropicEvents([{ type: 'text', text: 'Hello there, world' }])) } },
+  ]
+  await withServer(responses, {}, async (client, server) => {
+    const stream = client.stream(request)
+    const retries = []
+    for await (const event of stream) if (event.type === 'retry') retries.push(event)
+    assert.deepEqual(
+      retries.map((r) => [r.attempt, r.status, r.code, r.overloaded]),
+      [[2, null, 'overloaded', true]],
+    )
+    assert.equal((await stream.message()).content[0].text, 'Hello there, world')
+    assert.equal(stream.metrics.attempts, 2)
+    assert.notEqual(stream.metrics.timeToFirstTokenMs, null)
+    assert.notEqual(stream.metrics.usage, null)
+    assert.equal((await server.waitForRequests(2)).length, 2)
+  })
+})
+
 test('a connection reset before the headers is retried', async () => {
   await withServer([hello({ fault: { kind: 'reset_before_headers' } }), hello()], {}, async (client) => {
     const stream = client.stream(request)

@@ -144,8 +144,15 @@ async def test_a_retry_names_the_attempt_about_to_be_made_as_the_agent_and_node_
             "overloaded",
         ),
         ({"body": {"json": {"type": "error", "error": {"type": "api_error", "message": "Internal"}}}}, None, "server"),
+        # The same first event without its `event:` line (some proxies strip them): its data's
+        # `type` names it.
+        (
+            {"body": {"events": [{"data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}]}},
+            None,
+            "overloaded",
+        ),
     ],
-    ids=["429-retry-after", "529", "500", "reset", "error-event-first", "200-json-error"],
+    ids=["429-retry-after", "529", "500", "reset", "error-event-first", "200-json-error", "unnamed-error-event-first"],
 )
 async def test_retries_then_succeeds(replay: Replay, failure: dict[str, Any], status: Any, code: str) -> None:
     server = replay({"responses": [failure, {"body": BASIC}]})
@@ -351,6 +358,28 @@ async def test_a_stall_mid_stream_truncates_with_the_partial_message(replay: Rep
     assert any(e["type"] == "stalled" for e in seen)
     assert stream.message() is None
     assert len(server.requests()) == 1  # a truncated stream is not replayed
+
+
+@pytest.mark.asyncio
+async def test_a_stream_without_event_lines_is_whole(replay: Replay) -> None:
+    # Anthropic names each event twice, in its `event:` line and in its data's `type`; some
+    # proxies strip the lines. The answer is whole all the same (it was reported truncated),
+    # with its usage and first-token time, as Node's and the core's tests say.
+    unnamed = b"".join(
+        line + b"\n"
+        for line in fixture_bytes("anthropic/basic_response").splitlines()
+        if not line.startswith(b"event:")
+    )
+    server = replay({"responses": [{"body": {"text": unnamed.decode()}, "chunk_bytes": 7}]})
+    async with client_for(server) as client:
+        stream = client.stream(**REQUEST)
+        events = await collect(stream)
+    assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "Hello there!"
+    assert stream.message() == expected_message("anthropic/basic_response")
+    metrics = stream.metrics
+    assert metrics is not None and metrics["attempts"] == 1
+    assert metrics["time_to_first_token"] is not None
+    assert metrics["usage"] is not None and metrics["usage"]["output_tokens"] > 0
 
 
 @pytest.mark.asyncio
