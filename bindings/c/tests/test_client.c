@@ -61,6 +61,24 @@ static const char answer_stream[] =
           "\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}")
     EVENT("message_stop", "{\"type\":\"message_stop\"}");
 
+/* The same answer as a proxy that strips `event:` lines sends it: only the data's `type` names
+ * each event. */
+#define DATA(data) "data: " data "\n\n"
+static const char unnamed_answer_stream[] =
+    DATA("{\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\",\"type\":\"message\","
+         "\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"stop_reason\":null,"
+         "\"stop_sequence\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}")
+    DATA("{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\","
+         "\"text\":\"\"}}")
+    DATA("{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\","
+         "\"text\":\"Hello.\"}}")
+    DATA("{\"type\":\"content_block_stop\",\"index\":0}")
+    DATA("{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
+         "\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}")
+    DATA("{\"type\":\"message_stop\"}");
+static const char unnamed_overloaded_stream[] =
+    DATA("{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}");
+
 static const char answer_message[] =
     "{\"id\":\"msg_2\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\","
     "\"content\":[{\"type\":\"text\",\"text\":\"Hello.\"}],\"stop_reason\":\"end_turn\","
@@ -359,6 +377,30 @@ static void retried(server *s) {
         if (checks_failed) {
             fprintf(stderr, "    metrics: %s\n", measured);
         }
+    }
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    free(stop_server(s));
+    buffer_free(&events);
+}
+
+/* A stream without `event:` lines: an overloaded_error first event is retried, and the answer
+ * after it is whole (it was reported truncated: its message_stop went unseen). */
+static void unnamed_events(server *s) {
+    fl_client *client = client_for(s);
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    drain(stream, &events);
+    CHECK(events.data != NULL &&
+          strncmp(events.data, "{\"type\":\"retry\",\"attempt\":2,\"status\":null,", 42) == 0);
+    CHECK(events.data != NULL && strstr(events.data, "\"code\":\"overloaded\"") != NULL);
+    answered_after(stream, 2);
+    CHECK(error_json_is(stream, "null"));
+    fl_request_metrics metrics;
+    CHECK_OK(fl_message_stream_metrics(stream, &metrics));
+    CHECK(metrics.time_to_first_token_ms >= 0);
+    if (checks_failed) {
+        fprintf(stderr, "    events: %s\n", events.data != NULL ? events.data : "");
     }
     fl_message_stream_free(stream);
     fl_client_free(client);
@@ -919,6 +961,8 @@ int main(int argc, char **argv) {
     const reply chat_replies[] = {{"200 OK", SSE, chat, 0}};
     const reply retry_replies[] = {{"529 Site Overloaded", "application/json", overloaded_body, 0},
                                    {"200 OK", SSE, answer_stream, 0}};
+    const reply unnamed_replies[] = {{"200 OK", SSE, unnamed_overloaded_stream, 0},
+                                     {"200 OK", SSE, unnamed_answer_stream, 0}};
     const reply large_replies[] = {{"529 Site Overloaded", "application/json", overloaded_body, 0},
                                    {"529 Site Overloaded", "application/json", overloaded_body, 0},
                                    {"200 OK", SSE, answer_stream, 0}};
@@ -941,6 +985,7 @@ int main(int argc, char **argv) {
     server recorded_server = start_server(recorded_replies, 1);
     server chat_server = start_server(chat_replies, 1);
     server retry_server = start_server(retry_replies, 2);
+    server unnamed_server = start_server(unnamed_replies, 2);
     server large_server = start_server(large_replies, 3);
     server bad_request_server = start_server(bad_request_replies, 1);
     server error_json_server = start_server(error_json_replies, 4);
@@ -954,6 +999,7 @@ int main(int argc, char **argv) {
     recorded_stream(&recorded_server, fixture, fixture_len);
     recorded_chat_stream(&chat_server, chat_name, chat, chat_len);
     retried(&retry_server);
+    unnamed_events(&unnamed_server);
     large_requests(&large_server);
     bad_request(&bad_request_server);
     error_json(&error_json_server);
