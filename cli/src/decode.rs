@@ -18,7 +18,8 @@ use crate::input;
 pub enum ProviderArg {
     /// Anthropic Messages API.
     Anthropic,
-    /// OpenAI Chat Completions.
+    /// OpenAI Chat Completions (alias `openai`, the name `run` and `serve-replay` use).
+    #[value(alias = "openai")]
     OpenaiChat,
     /// OpenAI Responses.
     OpenaiResponses,

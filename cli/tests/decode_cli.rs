@@ -171,6 +171,26 @@ fn truncated_stream_exits_1_and_prints_the_partial_message() {
     assert_eq!(message["usage"]["total_tokens"], 60);
 }
 
+/// `run` and `serve-replay` name Chat Completions `openai` (alias `openai-chat`); `decode` takes
+/// both names too, for the same answer.
+#[test]
+fn openai_is_a_name_of_openai_chat() {
+    let input = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let by_alias = decode_stdin("openai", input.as_bytes(), &[]);
+    let by_name = decode_stdin("openai-chat", input.as_bytes(), &[]);
+    assert!(
+        by_alias.status.success(),
+        "{}",
+        String::from_utf8_lossy(&by_alias.stderr)
+    );
+    assert_eq!(by_alias.stdout, by_name.stdout);
+    let message: Value = serde_json::from_slice(&by_alias.stdout).unwrap();
+    assert_eq!(message["choices"][0]["message"]["content"], "Hi");
+}
+
 #[test]
 fn unknown_provider_is_a_usage_error() {
     let out = bin()
