@@ -1468,3 +1468,47 @@ fn lone_surrogates_in_unknown_and_error_events_read_as_replacement_characters() 
         other => panic!("expected a provider error, got {other:?}"),
     }
 }
+
+/// Gateways that relay OpenAI streams too may end an Anthropic stream with OpenAI's `data:
+/// [DONE]` (no `event:` line). It is not an event: the whole answer decodes as without it, with
+/// or without the stream's own `event:` lines. (It failed as invalid JSON after `message_stop`.)
+#[test]
+fn a_done_marker_after_the_stream_is_not_an_event() {
+    let events = vec![
+        start("msg_done"),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "Hello"),
+        stop(0),
+        message_delta("end_turn", json!({"output_tokens": 2})),
+        message_stop(),
+    ];
+    let named = to_sse(&events);
+    let unnamed: String = events
+        .iter()
+        .map(|(_, data)| format!("data: {data}\n\n"))
+        .collect();
+    let expect = |sse: &str| {
+        let mut decoder = StreamDecoder::for_provider(ferroloop::decode::Provider::Anthropic);
+        let events = decoder.feed(Bytes::from(sse.to_owned())).unwrap();
+        (events, decoder.finish().unwrap())
+    };
+    let reference = expect(&named);
+    for body in [&named, &unnamed] {
+        for marker in [
+            "data: [DONE]\n\n",
+            "data: [DONE]  \n\n",
+            "event: message\ndata: [DONE]\n\n",
+        ] {
+            assert_eq!(expect(&format!("{body}{marker}")), reference, "{marker:?}");
+        }
+    }
+    // Only the marker: other data that is not JSON still fails the stream.
+    for marker in ["data: [DONE]x\n\n", "data: DONE\n\n"] {
+        let mut decoder = StreamDecoder::for_provider(ferroloop::decode::Provider::Anthropic);
+        let fed = decoder.feed(Bytes::from(format!("{named}{marker}")));
+        assert!(
+            matches!(fed, Err(DecodeError::InvalidJson { .. })),
+            "{marker:?}: {fed:?}"
+        );
+    }
+}

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str::{self, Halves};
+use super::openai_chat::is_done_marker;
 use super::partial_json::{PartialJson, PartialMode, Repair};
 use super::{EventDecoder, TypeOnly, data_value, decode_lone_surrogates_lossily, is_unnamed};
 use crate::message::anthropic::{ContentBlock, Message};
@@ -812,6 +813,11 @@ fn apply_compaction_delta(block: &mut Map<String, Value>, delta: &Value) {
 
 impl EventDecoder for AnthropicDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+        // OpenAI's end marker, which some gateways append to every stream they relay (after
+        // `message_stop` here): not an Anthropic event, and no reason to fail a whole answer.
+        if is_unnamed(event_type) && is_done_marker(data) {
+            return Ok(());
+        }
         let result = decode_lone_surrogates_lossily(data, |data, _| match event_type {
             // No `event:` line (some proxies): the JSON `type` names the event.
             kind if is_unnamed(kind) => parse::<TypeOnly<'_>>(event_type, data)
