@@ -1051,7 +1051,12 @@ struct Decoded {
     error: Option<ClientError>,
 }
 
-async fn collect_decoded(mut stream: MessageStream) -> Decoded {
+async fn collect_decoded(stream: MessageStream) -> Decoded {
+    collect_decoded_keeping(stream).await.0
+}
+
+/// [`collect_decoded`], giving the stream back (for its metrics).
+async fn collect_decoded_keeping(mut stream: MessageStream) -> (Decoded, MessageStream) {
     let mut out = Decoded::default();
     let run = async {
         while let Some(item) = stream.next().await {
@@ -1074,7 +1079,7 @@ async fn collect_decoded(mut stream: MessageStream) -> Decoded {
     tokio::time::timeout(Duration::from_secs(20), run)
         .await
         .expect("stream did not end in time");
-    out
+    (out, stream)
 }
 
 fn decode_offline(provider: Provider, path: &str) -> (Vec<DecodeEvent>, serde_json::Value) {
@@ -2763,16 +2768,7 @@ async fn a_stream_without_event_lines_is_whole_for_the_providers_that_name_event
             };
             let server = serve(&script(vec![response])).await;
             let client = Client::new(config(provider, &server)).unwrap();
-            let mut stream = client.stream_message(BODY);
-            let mut got = Decoded::default();
-            while let Some(item) = stream.next().await {
-                match item {
-                    Ok(MessageItem::Event(event)) => got.events.push(event),
-                    Ok(MessageItem::Message(message)) => got.message = Some(message),
-                    Ok(_) => {}
-                    Err(error) => got.error = Some(error),
-                }
-            }
+            let (got, stream) = collect_decoded_keeping(client.stream_message(BODY)).await;
             assert!(got.error.is_none(), "{provider:?} {chunk}: {:?}", got.error);
             assert_eq!(got.events, events, "{provider:?}");
             assert_eq!(got.message.as_ref(), Some(&message), "{provider:?}");

@@ -36,7 +36,6 @@ pub(crate) fn named_type<'a>(event_type: &'a str, data: &'a str) -> Cow<'a, str>
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
