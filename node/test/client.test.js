@@ -26,6 +26,13 @@ async function withServer(responses, clientOptions, fn) {
   }
 }
 
+/** The retries `stream` reports as it is read to its end, as `[attempt, status, code, overloaded]`. */
+async function retriesOf(stream) {
+  const retries = []
+  for await (const event of stream) if (event.type === 'retry') retries.push(event)
+  return retries.map((r) => [r.attempt, r.status, r.code, r.overloaded])
+}
+
 /** The error `promise` rejects with (fails when it resolves). */
 async function failure(promise) {
   try {
@@ -109,12 +116,10 @@ test('429 with retry-after, 529, 500 and an overloaded_error as the first event 
   ]
   await withServer(responses, {}, async (client, server) => {
     const stream = client.stream(request)
-    const retries = []
-    for await (const event of stream) if (event.type === 'retry') retries.push(event)
     // Each says why it waited, as the agent's `retry` event does: the failure's class, and
     // whether it was an overload (a 529, or an overloaded_error first event without a status).
     assert.deepEqual(
-      retries.map((r) => [r.attempt, r.status, r.code, r.overloaded]),
+      await retriesOf(stream),
       [
         [2, 429, 'rate_limited', false],
         [3, 529, 'overloaded', true],
@@ -140,12 +145,7 @@ test('a stream whose event: lines a proxy stripped is whole, and its overloaded_
   ]
   await withServer(responses, {}, async (client, server) => {
     const stream = client.stream(request)
-    const retries = []
-    for await (const event of stream) if (event.type === 'retry') retries.push(event)
-    assert.deepEqual(
-      retries.map((r) => [r.attempt, r.status, r.code, r.overloaded]),
-      [[2, null, 'overloaded', true]],
-    )
+    assert.deepEqual(await retriesOf(stream), [[2, null, 'overloaded', true]])
     assert.equal((await stream.message()).content[0].text, 'Hello there, world')
     assert.equal(stream.metrics.attempts, 2)
     assert.notEqual(stream.metrics.timeToFirstTokenMs, null)

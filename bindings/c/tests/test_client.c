@@ -328,16 +328,23 @@ static const char *answered_after(fl_message_stream *stream, uint32_t attempts) 
     return json;
 }
 
+/* Streams a request of `client` to its end into `events`, whose first line must be an overload
+ * retry before attempt 2 that starts with `retry` (its status given or `null`). */
+static fl_message_stream *retried_once(fl_client *client, buffer *events, const char *retry) {
+    fl_message_stream *stream = start(client);
+    drain(stream, events);
+    CHECK(events->data != NULL && strncmp(events->data, retry, strlen(retry)) == 0);
+    CHECK(events->data != NULL && strstr(events->data, "\"code\":\"overloaded\"") != NULL);
+    CHECK(events->data != NULL && strstr(events->data, "\"overloaded\":true") != NULL);
+    return stream;
+}
+
 /* An HTTP 529, retried, then the answer. */
 static void retried(server *s) {
     fl_client *client = client_for(s);
-    fl_message_stream *stream = start(client);
     buffer events = {0};
-    drain(stream, &events);
-    CHECK(events.data != NULL &&
-          strncmp(events.data, "{\"type\":\"retry\",\"attempt\":2,\"status\":529,", 41) == 0);
-    CHECK(events.data != NULL && strstr(events.data, "\"code\":\"overloaded\"") != NULL);
-    CHECK(events.data != NULL && strstr(events.data, "\"overloaded\":true") != NULL);
+    fl_message_stream *stream =
+        retried_once(client, &events, "{\"type\":\"retry\",\"attempt\":2,\"status\":529,");
     const char *json = answered_after(stream, 2);
     fl_request_metrics metrics;
     CHECK_OK(fl_message_stream_metrics(stream, &metrics));
@@ -388,12 +395,9 @@ static void retried(server *s) {
  * after it is whole (it was reported truncated: its message_stop went unseen). */
 static void unnamed_events(server *s) {
     fl_client *client = client_for(s);
-    fl_message_stream *stream = start(client);
     buffer events = {0};
-    drain(stream, &events);
-    CHECK(events.data != NULL &&
-          strncmp(events.data, "{\"type\":\"retry\",\"attempt\":2,\"status\":null,", 42) == 0);
-    CHECK(events.data != NULL && strstr(events.data, "\"code\":\"overloaded\"") != NULL);
+    fl_message_stream *stream =
+        retried_once(client, &events, "{\"type\":\"retry\",\"attempt\":2,\"status\":null,");
     answered_after(stream, 2);
     CHECK(error_json_is(stream, "null"));
     fl_request_metrics metrics;
