@@ -11,7 +11,7 @@ use super::events::DecodeEvent;
 use super::json_str::{self, Halves};
 use super::openai_chat::is_done_marker;
 use super::partial_json::{PartialJson, PartialMode, Repair};
-use super::{EventDecoder, TypeOnly, data_value, decode_lone_surrogates_lossily, is_unnamed};
+use super::{EventDecoder, data_type, data_value, decode_lone_surrogates_lossily, is_unnamed};
 use crate::message::anthropic::{ContentBlock, Message};
 
 /// Anthropic Messages streaming: `message_start`, `content_block_start/delta/stop`,
@@ -820,8 +820,9 @@ impl EventDecoder for AnthropicDecoder {
         }
         let result = decode_lone_surrogates_lossily(data, |data, _| match event_type {
             // No `event:` line (some proxies): the JSON `type` names the event.
-            kind if is_unnamed(kind) => parse::<TypeOnly<'_>>(event_type, data)
-                .and_then(|peek| self.dispatch(&peek.kind, data)),
+            kind if is_unnamed(kind) => {
+                data_type(event_type, data).and_then(|kind| self.dispatch(&kind, data))
+            }
             kind => self.dispatch(kind, data),
         });
         DecodeError::remember(&mut self.failure, result)

@@ -9,12 +9,21 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::DecodeError;
+
 /// An event's data, read for its `type` alone.
 #[derive(Deserialize)]
-pub(crate) struct TypeOnly<'a> {
-    /// The data's `type` member.
+struct TypeOnly<'a> {
     #[serde(rename = "type", borrow)]
-    pub(crate) kind: Cow<'a, str>,
+    kind: Cow<'a, str>,
+}
+
+/// The `type` of an unnamed event's JSON data (what names it); `DecodeError::InvalidJson` for the
+/// event `event_type` when the data is not a JSON object with a string `type`.
+pub(crate) fn data_type<'a>(event_type: &str, data: &'a str) -> Result<Cow<'a, str>, DecodeError> {
+    serde_json::from_str::<TypeOnly<'_>>(data)
+        .map(|peek| peek.kind)
+        .map_err(|e| DecodeError::json(event_type, e))
 }
 
 /// Whether an SSE event type is what an event without an `event:` line gets (the parser's
@@ -29,10 +38,7 @@ pub(crate) fn named_type<'a>(event_type: &'a str, data: &'a str) -> Cow<'a, str>
     if !is_unnamed(event_type) {
         return Cow::Borrowed(event_type);
     }
-    match serde_json::from_str::<TypeOnly<'_>>(data) {
-        Ok(peek) => peek.kind,
-        Err(_) => Cow::Borrowed(event_type),
-    }
+    data_type(event_type, data).unwrap_or(Cow::Borrowed(event_type))
 }
 
 #[cfg(test)]

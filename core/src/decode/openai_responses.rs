@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
-use super::{EventDecoder, TypeOnly, data_value, decode_lone_surrogates_lossily, is_unnamed};
+use super::{EventDecoder, data_type, data_value, decode_lone_surrogates_lossily, is_unnamed};
 use crate::json_text::lone_surrogates_replaced;
 
 type Object = Map<String, Value>;
@@ -1146,9 +1146,9 @@ impl EventDecoder for OpenAiResponsesDecoder {
             return Ok(());
         }
         let result = decode_lone_surrogates_lossily(data, |data, _| match event_type {
-            kind if is_unnamed(kind) => serde_json::from_str::<TypeOnly<'_>>(data)
-                .map_err(|e| DecodeError::json(event_type, e))
-                .and_then(|peek| self.on_event(&peek.kind, data)),
+            kind if is_unnamed(kind) => {
+                data_type(event_type, data).and_then(|kind| self.on_event(&kind, data))
+            }
             kind => self.on_event(kind, data),
         });
         DecodeError::remember(&mut self.failure, result)
