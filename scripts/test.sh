@@ -12,6 +12,9 @@ cargo fmt --all -- --check
 
 section "rust: clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The workspace build turns on the core's `client` feature (the CLI needs it); the core with its
+# default features (none), as a library user gets it, must build as cleanly.
+cargo clippy -p ferroloop --all-targets --locked -- -D warnings
 
 section "rust: tests (incl. the client and the agent against the loopback replay server)"
 cargo test --workspace --locked

@@ -33,7 +33,9 @@ pub(crate) fn is_unnamed(event_type: &str) -> bool {
 }
 
 /// The event type of an event of a provider that names its events: `event_type` itself, or for
-/// an unnamed event ([`is_unnamed`]) the `type` of its JSON data when it has one.
+/// an unnamed event ([`is_unnamed`]) the `type` of its JSON data when it has one. Only the
+/// client's bookkeeping needs it (the decoders match on the type themselves).
+#[cfg(feature = "client")]
 pub(crate) fn named_type<'a>(event_type: &'a str, data: &'a str) -> Cow<'a, str> {
     if !is_unnamed(event_type) {
         return Cow::Borrowed(event_type);
@@ -41,7 +43,7 @@ pub(crate) fn named_type<'a>(event_type: &'a str, data: &'a str) -> Cow<'a, str>
     data_type(event_type, data).unwrap_or(Cow::Borrowed(event_type))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "client"))]
 mod tests {
     use super::*;
 

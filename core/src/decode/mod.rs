@@ -34,7 +34,9 @@ pub use anthropic::AnthropicDecoder;
 pub(crate) use classify::status_of_code;
 pub use classify::{PromptSizes, prompt_too_long};
 pub use error::{DecodeError, ProtocolError, ProviderErrorKind};
-pub(crate) use event_type::{data_type, is_unnamed, named_type};
+#[cfg(feature = "client")]
+pub(crate) use event_type::named_type;
+pub(crate) use event_type::{data_type, is_unnamed};
 pub use events::{DecodeEvent, SealedCallRef};
 pub use openai_chat::OpenAiChatDecoder;
 pub use openai_responses::OpenAiResponsesDecoder;
