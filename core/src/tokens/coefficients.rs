@@ -543,174 +543,174 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
 
 /// `claude-legacy` coefficients.
 pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
-    0.776662,  // script: word_starts
-    0.018159,  // script: upper
+    0.788348,  // script: word_starts
+    0.012184,  // script: upper
     0.000000,  // script: case_changes
-    0.376667,  // script: digits
-    0.496177,  // script: digit_runs
+    0.378229,  // script: digits
+    0.485843,  // script: digit_runs
     0.000000,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.153947,  // script: long_word
+    0.140312,  // script: long_word
     0.000000,  // script: consonant_runs
     0.000000,  // script: spaces
-    0.139174,  // script: space_runs
-    1.217402,  // script: newlines
-    0.567576,  // script: punct
+    0.147837,  // script: space_runs
+    1.213888,  // script: newlines
+    0.565077,  // script: punct
     0.000000,  // script: json
-    0.494428,  // script: punct_runs
-    0.564308,  // script: cjk
-    0.849109,  // script: kana
-    0.628282,  // script: hangul
-    0.377657,  // script: cyrillic
-    2.298495,  // script: cyrillic_ext
-    0.703324,  // script: cyrillic_upper
+    0.500689,  // script: punct_runs
+    0.563524,  // script: cjk
+    0.847896,  // script: kana
+    0.625733,  // script: hangul
+    0.377263,  // script: cyrillic
+    2.294567,  // script: cyrillic_ext
+    0.709475,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.198037,  // script: latin_ext
+    0.000000,  // script: latin_ext
     0.000000,  // script: other2
-    0.547668,  // script: other3
-    0.121914,  // script: four
-    0.844930,  // script: high_runs
-    1.468072,  // script: rare3
-    0.038514,  // script: rare_letters
-    -1.298933, // script: th_pairs
-    4.406145,  // script: hangul*cjk/bytes
-    3.113279,  // script: json*lower/bytes
-    0.264532,  // script: lower*space_runs/bytes
+    0.540251,  // script: other3
+    0.000000,  // script: four
+    0.838696,  // script: high_runs
+    1.476501,  // script: rare3
+    0.034184,  // script: rare_letters
+    -1.280170, // script: th_pairs
+    4.213264,  // script: hangul*cjk/bytes
+    3.055686,  // script: json*lower/bytes
+    0.224763,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
-    0.014685,  // script: armenian
+    0.014658,  // script: armenian
     0.000000,  // script: hebrew
-    0.000158,  // script: arabic
-    0.019149,  // script: arabic_ext
-    0.012725,  // script: thaana
-    0.000795,  // script: devanagari
-    0.010108,  // script: bengali
-    0.024780,  // script: gurmukhi
-    0.024695,  // script: gujarati
-    0.022329,  // script: oriya
-    0.010989,  // script: tamil
-    0.014887,  // script: telugu
-    0.014534,  // script: kannada
-    0.015840,  // script: malayalam
-    0.006953,  // script: sinhala
-    0.008277,  // script: thai
-    0.022154,  // script: lao
+    0.000173,  // script: arabic
+    0.019458,  // script: arabic_ext
+    0.012739,  // script: thaana
+    0.000000,  // script: devanagari
+    0.009291,  // script: bengali
+    0.023865,  // script: gurmukhi
+    0.023882,  // script: gujarati
+    0.021557,  // script: oriya
+    0.010158,  // script: tamil
+    0.014124,  // script: telugu
+    0.013743,  // script: kannada
+    0.015057,  // script: malayalam
+    0.006209,  // script: sinhala
+    0.007438,  // script: thai
+    0.021368,  // script: lao
     0.000000,  // script: myanmar
-    0.001216,  // script: georgian
-    0.020744,  // script: ethiopic
-    0.024303,  // script: khmer
-    0.000000,  // script: box
-    0.027722,  // script: private_use
-    1.991785,  // script: fullwidth
-    0.014479,  // script: greek_upper
-    0.022873,  // script: hebrew_points
-    0.004577,  // script: arabic_persian
-    0.012054,  // script: arabic_pashto
+    0.000420,  // script: georgian
+    0.019806,  // script: ethiopic
+    0.023455,  // script: khmer
+    0.012786,  // script: box
+    0.028920,  // script: private_use
+    1.992588,  // script: fullwidth
+    0.016484,  // script: greek_upper
+    0.023016,  // script: hebrew_points
+    0.004496,  // script: arabic_persian
+    0.012015,  // script: arabic_pashto
     0.000000,  // script: rare_script
     0.000000,  // script: symbols
-    0.002695,  // script: latin_ext_additional
-    0.020527,  // script: rare_four
-    0.744383,  // other: word_starts
-    0.204023,  // other: upper
-    0.779130,  // other: case_changes
-    0.000000,  // other: digits
-    0.897459,  // other: digit_runs
+    0.017312,  // script: latin_ext_additional
+    0.011550,  // script: rare_four
+    0.559547,  // other: word_starts
+    0.369529,  // other: upper
+    0.676300,  // other: case_changes
+    0.254045,  // other: digits
+    0.000000,  // other: digit_runs
     0.000000,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
-    0.249584,  // other: consonant_runs
-    0.033811,  // other: spaces
-    0.328499,  // other: space_runs
-    0.981295,  // other: newlines
-    0.201642,  // other: punct
+    0.000000,  // other: consonant_runs
+    0.029700,  // other: spaces
+    0.326036,  // other: space_runs
+    1.046342,  // other: newlines
+    0.336772,  // other: punct
     0.000000,  // other: json
-    0.879716,  // other: punct_runs
+    0.914812,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
-    0.001211,  // other: cyrillic_ext
+    0.000821,  // other: cyrillic_ext
     0.000000,  // other: cyrillic_upper
-    1.470763,  // other: latin1
-    0.520017,  // other: latin_ext
-    0.911434,  // other: other2
-    1.186644,  // other: other3
-    2.429844,  // other: four
-    0.662523,  // other: high_runs
+    1.233279,  // other: latin1
+    0.000000,  // other: latin_ext
+    0.903682,  // other: other2
+    1.240241,  // other: other3
+    2.376023,  // other: four
+    0.664882,  // other: high_runs
     0.000000,  // other: rare3
-    0.002357,  // other: rare_letters
-    0.006945,  // other: th_pairs
+    0.041881,  // other: rare_letters
+    -0.351030, // other: th_pairs
     -0.000000, // other: hangul*cjk/bytes
-    0.314530,  // other: json*lower/bytes
-    -0.918291, // other: lower*space_runs/bytes
-    0.248691,  // other: greek
-    1.086054,  // other: armenian
+    3.672166,  // other: json*lower/bytes
+    -1.536103, // other: lower*space_runs/bytes
+    0.250051,  // other: greek
+    1.084046,  // other: armenian
     0.000000,  // other: hebrew
-    0.011678,  // other: arabic
-    1.416218,  // other: arabic_ext
-    0.941108,  // other: thaana
-    0.058803,  // other: devanagari
-    0.747530,  // other: bengali
-    1.832656,  // other: gurmukhi
-    1.826359,  // other: gujarati
-    1.651384,  // other: oriya
-    0.812694,  // other: tamil
-    1.101015,  // other: telugu
-    1.074868,  // other: kannada
-    1.171470,  // other: malayalam
-    0.514259,  // other: sinhala
-    0.612123,  // other: thai
-    1.638466,  // other: lao
+    0.012830,  // other: arabic
+    1.439058,  // other: arabic_ext
+    0.942167,  // other: thaana
+    0.000000,  // other: devanagari
+    0.687158,  // other: bengali
+    1.764963,  // other: gurmukhi
+    1.766267,  // other: gujarati
+    1.594300,  // other: oriya
+    0.751277,  // other: tamil
+    1.044580,  // other: telugu
+    1.016392,  // other: kannada
+    1.113605,  // other: malayalam
+    0.459217,  // other: sinhala
+    0.550109,  // other: thai
+    1.580285,  // other: lao
     0.000000,  // other: myanmar
-    0.089936,  // other: georgian
-    1.534185,  // other: ethiopic
-    1.797415,  // other: khmer
-    0.000000,  // other: box
-    2.041189,  // other: private_use
+    0.031082,  // other: georgian
+    1.464815,  // other: ethiopic
+    1.734674,  // other: khmer
+    0.099446,  // other: box
+    2.130624,  // other: private_use
     0.000000,  // other: fullwidth
-    1.339694,  // other: greek_upper
-    1.691616,  // other: hebrew_points
-    0.338519,  // other: arabic_persian
-    0.891516,  // other: arabic_pashto
-    1.992646,  // other: rare_script
-    1.132827,  // other: symbols
-    0.170023,  // other: latin_ext_additional
-    0.010161,  // other: rare_four
-    1.041175,  // code: word_starts
-    0.104799,  // code: upper
-    0.171538,  // code: case_changes
-    0.096344,  // code: digits
-    0.298987,  // code: digit_runs
-    0.487606,  // code: alnum_switches
-    0.353731,  // code: long_run
+    1.405147,  // other: greek_upper
+    1.702202,  // other: hebrew_points
+    0.332540,  // other: arabic_persian
+    0.888630,  // other: arabic_pashto
+    1.934781,  // other: rare_script
+    0.241470,  // other: symbols
+    0.529062,  // other: latin_ext_additional
+    0.005717,  // other: rare_four
+    1.013924,  // code: word_starts
+    0.099103,  // code: upper
+    0.182261,  // code: case_changes
+    0.056936,  // code: digits
+    0.439576,  // code: digit_runs
+    0.481715,  // code: alnum_switches
+    0.341072,  // code: long_run
     0.000000,  // code: long_word
-    0.123171,  // code: consonant_runs
+    0.152959,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.319429,  // code: space_runs
-    0.431161,  // code: newlines
-    0.167488,  // code: punct
-    0.197443,  // code: json
-    1.058268,  // code: punct_runs
-    5.005088,  // code: cjk
-    1.062225,  // code: kana
+    0.236812,  // code: space_runs
+    0.438953,  // code: newlines
+    0.184318,  // code: punct
+    0.255461,  // code: json
+    1.032923,  // code: punct_runs
+    1.569636,  // code: cjk
+    1.827861,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
-    0.003069,  // code: cyrillic_ext
+    0.005475,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    18.312214, // code: latin1
-    12.002085, // code: latin_ext
+    8.817473,  // code: latin1
+    8.002158,  // code: latin_ext
     0.000000,  // code: other2
-    1.102611,  // code: other3
-    4.111831,  // code: four
+    1.969010,  // code: other3
+    0.000000,  // code: four
     0.000000,  // code: high_runs
-    1.463009,  // code: rare3
-    0.000000,  // code: rare_letters
-    1.167167,  // code: th_pairs
+    2.017678,  // code: rare3
+    0.093530,  // code: rare_letters
+    0.830788,  // code: th_pairs
     -0.000000, // code: hangul*cjk/bytes
-    -0.289295, // code: json*lower/bytes
-    -0.388567, // code: lower*space_runs/bytes
+    -0.359730, // code: json*lower/bytes
+    -0.246091, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
-    0.000000,  // code: hebrew
+    0.000001,  // code: hebrew
     0.000000,  // code: arabic
     0.000000,  // code: arabic_ext
     0.000000,  // code: thaana
@@ -730,8 +730,8 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // code: georgian
     0.000000,  // code: ethiopic
     0.000000,  // code: khmer
-    0.039370,  // code: box
-    0.000194,  // code: private_use
+    0.042308,  // code: box
+    0.000527,  // code: private_use
     0.000000,  // code: fullwidth
     0.000000,  // code: greek_upper
     0.000000,  // code: hebrew_points
@@ -739,44 +739,44 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // code: arabic_pashto
     0.000000,  // code: rare_script
     0.000000,  // code: symbols
-    0.002211,  // code: latin_ext_additional
-    0.005108,  // code: rare_four
-    0.818528,  // prose: word_starts
-    0.013566,  // prose: upper
+    0.000000,  // code: latin_ext_additional
+    0.007767,  // code: rare_four
+    0.672583,  // prose: word_starts
+    0.033850,  // prose: upper
     0.000000,  // prose: case_changes
-    0.156837,  // prose: digits
-    1.229312,  // prose: digit_runs
+    0.249505,  // prose: digits
+    1.112037,  // prose: digit_runs
     0.000000,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.270314,  // prose: long_word
-    1.029191,  // prose: consonant_runs
+    0.291919,  // prose: long_word
+    1.047246,  // prose: consonant_runs
     0.000000,  // prose: spaces
     0.000000,  // prose: space_runs
-    1.298479,  // prose: newlines
+    1.517040,  // prose: newlines
     0.000000,  // prose: punct
-    0.791163,  // prose: json
-    0.538833,  // prose: punct_runs
-    0.880531,  // prose: cjk
-    1.276449,  // prose: kana
-    0.000000,  // prose: hangul
-    0.464438,  // prose: cyrillic
-    0.176633,  // prose: cyrillic_ext
-    1.252722,  // prose: cyrillic_upper
+    0.695558,  // prose: json
+    0.585213,  // prose: punct_runs
+    1.109425,  // prose: cjk
+    1.481782,  // prose: kana
+    0.000671,  // prose: hangul
+    0.590690,  // prose: cyrillic
+    0.116414,  // prose: cyrillic_ext
+    1.080297,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    2.341398,  // prose: latin_ext
+    2.284978,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    2.474747,  // prose: four
+    3.155608,  // prose: four
     0.000000,  // prose: high_runs
-    0.539671,  // prose: rare3
-    0.967540,  // prose: rare_letters
-    -2.725384, // prose: th_pairs
+    0.000000,  // prose: rare3
+    1.018726,  // prose: rare_letters
+    -2.986478, // prose: th_pairs
     -0.000000, // prose: hangul*cjk/bytes
-    -1.956237, // prose: json*lower/bytes
-    0.833085,  // prose: lower*space_runs/bytes
+    -2.060369, // prose: json*lower/bytes
+    1.018979,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
-    0.000000,  // prose: hebrew
+    0.000087,  // prose: hebrew
     0.000001,  // prose: arabic
     0.000000,  // prose: arabic_ext
     0.000000,  // prose: thaana
@@ -790,23 +790,23 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // prose: kannada
     0.000000,  // prose: malayalam
     0.000000,  // prose: sinhala
-    0.000008,  // prose: thai
+    0.000003,  // prose: thai
     0.000000,  // prose: lao
     0.000000,  // prose: myanmar
     0.000000,  // prose: georgian
     0.000000,  // prose: ethiopic
     0.000000,  // prose: khmer
-    0.000000,  // prose: box
-    0.008851,  // prose: private_use
-    17.279611, // prose: fullwidth
+    0.803864,  // prose: box
+    0.007676,  // prose: private_use
+    18.345396, // prose: fullwidth
     0.000000,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
     0.000000,  // prose: arabic_pashto
     0.000000,  // prose: rare_script
-    0.000000,  // prose: symbols
-    0.027064,  // prose: latin_ext_additional
-    1.502870,  // prose: rare_four
+    3.817927,  // prose: symbols
+    2.060828,  // prose: latin_ext_additional
+    0.840715,  // prose: rare_four
 ];
 
 /// `claude` coefficients.

@@ -29,8 +29,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use ferroloop::tokens::{
-    FEATURE_NAMES, INPUT_COUNT, KIND_NAMES, TERM_COUNT, count_classes, input_is_signed,
-    model_inputs, term_name,
+    ClassCounts, FEATURE_NAMES, Family, INPUT_COUNT, KIND_NAMES, TERM_COUNT, count_classes,
+    input_is_signed, model_inputs, term_name,
 };
 use serde_json::json;
 
@@ -116,12 +116,20 @@ fn parse_args() -> Result<Args> {
 
 struct Counted {
     doc: corpus::Doc,
-    /// The model's inputs (`ferroloop::tokens::model_inputs`).
-    features: [f64; INPUT_COUNT],
+    /// The model's inputs (`ferroloop::tokens::model_inputs`) for each family, in the order of
+    /// [`Fam::ALL`] (the gates differ by family: `Family::code_punctuation`).
+    features: [[f64; INPUT_COUNT]; 4],
     o200k: f64,
     cl100k: f64,
     legacy: f64,
     train: bool,
+}
+
+impl Counted {
+    /// The model's inputs for `fam`.
+    fn features_of(&self, fam: Fam) -> &[f64; INPUT_COUNT] {
+        &self.features[fam as usize]
+    }
 }
 
 impl Counted {
@@ -140,6 +148,16 @@ enum Fam {
 
 impl Fam {
     const ALL: [Fam; 4] = [Fam::O200k, Fam::Cl100k, Fam::Legacy, Fam::Claude];
+
+    /// The core's family.
+    fn family(self) -> Family {
+        match self {
+            Fam::O200k => Family::O200k,
+            Fam::Cl100k => Family::Cl100k,
+            Fam::Legacy => Family::ClaudeLegacy,
+            Fam::Claude => Family::Claude,
+        }
+    }
 
     fn name(self) -> &'static str {
         match self {
@@ -380,7 +398,7 @@ fn main() -> Result<()> {
             .iter()
             .zip(&targets)
             .map(|(c, &t)| fit::Row {
-                features: &c.features,
+                features: c.features_of(fam),
                 exact: t,
                 category: c.doc.category,
             })
@@ -597,6 +615,11 @@ fn exact_counter() -> impl Fn(&str) -> Result<ExactCounts> {
     }
 }
 
+/// The model's inputs for each family of [`Fam::ALL`].
+fn inputs_per_family(counts: &ClassCounts) -> [[f64; INPUT_COUNT]; 4] {
+    Fam::ALL.map(|fam| model_inputs(counts, fam.family()))
+}
+
 /// One document's features and exact counts.
 fn count_doc(
     doc: corpus::Doc,
@@ -605,7 +628,7 @@ fn count_doc(
 ) -> Result<Counted> {
     let [o200k, cl100k, legacy] = exact(&doc.text)?;
     Ok(Counted {
-        features: model_inputs(&count_classes(doc.text.as_bytes())),
+        features: inputs_per_family(&count_classes(doc.text.as_bytes())),
         o200k: o200k as f64,
         cl100k: cl100k as f64,
         legacy: legacy as f64,
@@ -643,7 +666,7 @@ fn load_cache(path: &Path) -> Result<Vec<Counted>> {
             .context("unknown category in cache")?;
         let text = v["text"].as_str().context("text")?.to_owned();
         counted.push(Counted {
-            features: model_inputs(&count_classes(text.as_bytes())),
+            features: inputs_per_family(&count_classes(text.as_bytes())),
             o200k: v["o200k"].as_f64().context("o200k")?,
             cl100k: v["cl100k"].as_f64().context("cl100k")?,
             legacy: v["legacy"].as_f64().context("legacy")?,
@@ -739,7 +762,7 @@ fn debug_worst(counted: &[Counted], fam: Fam, beta: &[f64]) {
         let mut docs: Vec<(f64, &Counted)> = counted
             .iter()
             .filter(|c| !c.train && c.doc.category == category)
-            .map(|c| (fit::predict(beta, &c.features) / fam.exact(c), c))
+            .map(|c| (fit::predict(beta, c.features_of(fam)) / fam.exact(c), c))
             .collect();
         docs.sort_by(|a, b| a.0.total_cmp(&b.0));
         for (r, c) in docs.iter().take(2).chain(docs.iter().rev().take(2)) {
@@ -769,7 +792,8 @@ fn debug_ratios(path: &Path, counted: &[Counted], fam: Fam, beta: &[f64]) -> Res
         .append(true)
         .open(path)?;
     for c in counted {
-        let gates = ferroloop::tokens::model::gates(&count_classes(c.doc.text.as_bytes()));
+        let counts = count_classes(c.doc.text.as_bytes());
+        let gates = ferroloop::tokens::model::gates(&counts, fam.family());
         let gates: Vec<String> = gates.iter().map(|g| format!("{g:.2}")).collect();
         writeln!(
             out,
@@ -777,7 +801,7 @@ fn debug_ratios(path: &Path, counted: &[Counted], fam: Fam, beta: &[f64]) -> Res
             fam.name(),
             c.doc.category,
             u8::from(c.train),
-            fit::predict(beta, &c.features) / fam.exact(c),
+            fit::predict(beta, c.features_of(fam)) / fam.exact(c),
             gates.join(","),
             c.doc.source
         )?;
@@ -814,7 +838,7 @@ fn accuracy_report(counted: &[Counted], tables: &[(Fam, Vec<f64>)]) -> String {
             }
             let ours: Vec<f64> = docs
                 .iter()
-                .map(|c| fit::predict(beta, &c.features).ceil() / fam.exact(c))
+                .map(|c| fit::predict(beta, c.features_of(*fam)).ceil() / fam.exact(c))
                 .collect();
             let c4: Vec<f64> = docs
                 .iter()
