@@ -238,7 +238,8 @@ impl FromStr for Family {
 
 /// The model's raw (fractional) estimate for already-counted classes.
 pub fn estimate_counts(counts: &ClassCounts, family: Family) -> f64 {
-    // `dot(model_inputs(counts, family), coefficients)`, with each kind's gate taken out of its sum.
+    // `dot(model_inputs(counts, family), coefficients)`, with each kind's gate taken out of its
+    // sum.
     let terms = model_terms(counts);
     let (kinds, _) = family.coefficients().as_chunks::<TERM_COUNT>();
     let sum: f64 = gates(counts, family)

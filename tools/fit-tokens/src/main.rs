@@ -128,11 +128,9 @@ struct Counted {
 impl Counted {
     /// The model's inputs for `fam`.
     fn features_of(&self, fam: Fam) -> &[f64; INPUT_COUNT] {
-        &self.features[fam as usize]
+        &self.features[fam.index()]
     }
-}
 
-impl Counted {
     fn claude_target(&self) -> f64 {
         self.o200k.max(self.cl100k).max(self.legacy) * CLAUDE_MARGIN
     }
@@ -148,6 +146,16 @@ enum Fam {
 
 impl Fam {
     const ALL: [Fam; 4] = [Fam::O200k, Fam::Cl100k, Fam::Legacy, Fam::Claude];
+
+    /// The position of `self` in [`Fam::ALL`].
+    fn index(self) -> usize {
+        match self {
+            Fam::O200k => 0,
+            Fam::Cl100k => 1,
+            Fam::Legacy => 2,
+            Fam::Claude => 3,
+        }
+    }
 
     /// The core's family.
     fn family(self) -> Family {
@@ -1164,4 +1172,16 @@ fn write_sample(args: &Args, counted: &[Counted]) -> Result<()> {
     )?;
     eprintln!("wrote {} sample documents", expected.len());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_family_s_index_is_its_position_in_all() {
+        for (position, fam) in Fam::ALL.into_iter().enumerate() {
+            assert_eq!(fam.index(), position, "{}", fam.name());
+        }
+    }
 }
