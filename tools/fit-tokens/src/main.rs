@@ -118,7 +118,7 @@ struct Counted {
     doc: corpus::Doc,
     /// The model's inputs (`ferroloop::tokens::model_inputs`) for each family, in the order of
     /// [`Fam::ALL`] (the gates differ by family: `Family::code_punctuation`).
-    features: [[f64; INPUT_COUNT]; 4],
+    features: [[f64; INPUT_COUNT]; Fam::ALL.len()],
     o200k: f64,
     cl100k: f64,
     legacy: f64,
@@ -168,12 +168,7 @@ impl Fam {
     }
 
     fn name(self) -> &'static str {
-        match self {
-            Fam::O200k => "o200k",
-            Fam::Cl100k => "cl100k",
-            Fam::Legacy => "claude-legacy",
-            Fam::Claude => "claude",
-        }
+        self.family().name()
     }
 
     fn konst(self) -> &'static str {
@@ -624,7 +619,7 @@ fn exact_counter() -> impl Fn(&str) -> Result<ExactCounts> {
 }
 
 /// The model's inputs for each family of [`Fam::ALL`].
-fn inputs_per_family(counts: &ClassCounts) -> [[f64; INPUT_COUNT]; 4] {
+fn inputs_per_family(counts: &ClassCounts) -> [[f64; INPUT_COUNT]; Fam::ALL.len()] {
     Fam::ALL.map(|fam| model_inputs(counts, fam.family()))
 }
 
@@ -800,8 +795,8 @@ fn debug_ratios(path: &Path, counted: &[Counted], fam: Fam, beta: &[f64]) -> Res
         .append(true)
         .open(path)?;
     for c in counted {
-        let counts = count_classes(c.doc.text.as_bytes());
-        let gates = ferroloop::tokens::model::gates(&counts, fam.family());
+        let gates =
+            ferroloop::tokens::model::gates(&count_classes(c.doc.text.as_bytes()), fam.family());
         let gates: Vec<String> = gates.iter().map(|g| format!("{g:.2}")).collect();
         writeln!(
             out,
