@@ -1787,6 +1787,23 @@ mod tests {
     }
 
     #[test]
+    fn kernels_agree_on_decomposed_text() {
+        // Combining marks (U+0300–U+036F, leads `CC` and `CD`) after ASCII letters, one to
+        // seven to a letter, at every offset of a block.
+        let word = "cafe\u{301} a\u{300} Vie\u{323}\u{302}t Z\u{300}\u{301}\u{302}\u{303}\u{304}\u{305}\u{36F} ";
+        for pad in 0..64 {
+            let text = format!("{}{}", "x".repeat(pad), word.repeat(20));
+            check(text.as_bytes());
+            let scripts = count_classes(text.as_bytes()).scripts;
+            let marks = super::super::scripts::SCRIPT_NAMES
+                .iter()
+                .position(|name| *name == "combining_marks")
+                .unwrap();
+            assert_eq!(scripts[marks], 20 * (1 + 1 + 2 + 7), "pad {pad}");
+        }
+    }
+
+    #[test]
     fn kernels_agree_on_blocks_of_one_run_of_three_byte_characters() {
         // The AVX-512 kernel counts a block's scripts at once when its leads to look up are all
         // one lead and first continuation byte of a run with one script: box drawing alone,

@@ -20,13 +20,13 @@
 //! sixteen at a time in `SCRIPT_OF` (`classes/avx512.rs`, `ScriptIds`), with the same result.
 
 /// Number of script counts: 25 scripts, 4 groups of characters counted apart from their script,
-/// then 3 groups of three-byte characters the first 25 left at the flat price and 1 of four-byte
-/// characters (see [`SCRIPT_NAMES`]).
-pub const SCRIPT_COUNT: usize = 33;
+/// then 3 groups of three-byte characters the first 25 left at the flat price, 1 of four-byte
+/// characters and the combining marks (see [`SCRIPT_NAMES`]).
+pub const SCRIPT_COUNT: usize = 34;
 
 /// Script names, in the order of [`ClassCounts::scripts`](super::ClassCounts::scripts). Entries
 /// 25–28 are characters of the scripts before them that count apart (`SCRIPT_CHARACTERS`); the
-/// last four are groups of blocks rather than scripts:
+/// last five are groups of blocks rather than scripts:
 ///
 /// - `rare_script`: letters of scripts the vocabularies have (almost) no tokens for, so that each
 ///   character costs about one token per UTF-8 byte (Tibetan, Mongolian, Cherokee, Canadian
@@ -46,6 +46,12 @@ pub const SCRIPT_COUNT: usize = 33;
 ///   `𝐇𝐞𝐥𝐥𝐨`, Adlam, ...), the CJK ideographs of Extensions B–H (U+20000–U+3FFFF) and the
 ///   private use planes. Every four-byte character is also in `four`, whose price the emoji set
 ///   (about one to two o200k tokens); these cost up to four, one per byte.
+///
+/// - `combining_marks`: the combining diacritical marks (U+0300–U+036F) of decomposed text (NFD:
+///   `e` + U+0301 for `é`, as macOS writes file names and some PDFs copy text), which o200k and
+///   cl100k spend one to two tokens on, each. No document of the corpus has them, so the fit
+///   cannot price them; `tools/fit-tokens` prices them in a second step, on the decomposed forms
+///   of its Latin catalogs, with every other coefficient fixed.
 ///
 /// Before they had counts of their own these characters cost the flat `other3` price, fitted on
 /// scripts the vocabularies know: Tibetan was estimated at a quarter of its o200k count.
@@ -83,11 +89,12 @@ pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
     "symbols",
     "latin_ext_additional",
     "rare_four",
+    "combining_marks",
 ];
 
 /// The code point ranges of each script (inclusive; each starts and ends on a multiple of 16,
 /// the granularity of the table for three-byte characters), by index into [`SCRIPT_NAMES`].
-const SCRIPT_RANGES: [(usize, u32, u32); 54] = [
+const SCRIPT_RANGES: [(usize, u32, u32); 55] = [
     (0, 0x0370, 0x03FF),  // Greek and Coptic
     (0, 0x1F00, 0x1FFF),  // Greek Extended
     (1, 0x0530, 0x058F),  // Armenian
@@ -142,6 +149,7 @@ const SCRIPT_RANGES: [(usize, u32, u32); 54] = [
     (30, 0x2900, 0x2AFF), // Supplemental Arrows-B, mathematical symbols and operators
     (30, 0x2E00, 0x2E7F), // Supplemental Punctuation
     (31, 0x1E00, 0x1EFF), // Latin Extended Additional (Vietnamese)
+    (33, 0x0300, 0x036F), // Combining Diacritical Marks
 ];
 
 /// Two-byte characters whose script differs from their range's in [`SCRIPT_RANGES`] (inclusive
@@ -703,9 +711,31 @@ mod tests {
     fn other_scripts_and_classes_are_not_counted() {
         // Latin-1, Latin Extended, Cyrillic, CJK, kana, hangul, emoji (four-byte, and the
         // three-byte ones of U+2600–U+27BF and U+2B00–U+2BFF), general punctuation, currency
-        // signs, combining marks, variation selectors, the replacement character.
-        let text = "é ł ж 中 か 한 😀 ✅ ❤\u{FE0F} ⭐ “quotes” — € \u{301} \u{FFFD}";
+        // signs, variation selectors, the replacement character.
+        let text = "é ł ж 中 か 한 😀 ✅ ❤\u{FE0F} ⭐ “quotes” — € \u{FFFD}";
         assert_eq!(counted(text.as_bytes()), [0; SCRIPT_COUNT]);
+    }
+
+    #[test]
+    fn counts_combining_marks_of_decomposed_text() {
+        // French and Vietnamese in NFD (a base letter, then its marks), and a letter with
+        // stacked marks. The precomposed letters (Latin-1, Latin Extended Additional) are not
+        // marks.
+        let text = "Cre\u{301}er un fichier a\u{300} partir d'un mode\u{300}le \
+                    Tie\u{302}\u{301}ng Vie\u{323}\u{302}t \
+                    Z\u{36F}\u{300}\u{301}\u{302}\u{303}\u{304}\u{305} \
+                    Créer à modèle Tiếng";
+        let c = counted(text.as_bytes());
+        assert_eq!(c, reference(text));
+        assert_eq!(c[of("combining_marks")], 3 + 4 + 7);
+        assert_eq!(c[of("latin_ext_additional")], 1);
+        // U+0300 and U+036F, the range's ends, and the characters just outside it: U+02FF
+        // (a modifier letter) and U+0370 (Greek).
+        let ends = "\u{2FF}\u{300}\u{36F}\u{370}";
+        let c = counted(ends.as_bytes());
+        assert_eq!(c[of("combining_marks")], 2);
+        assert_eq!(c[of("greek")], 1);
+        assert_eq!(c.iter().sum::<u64>(), 3);
     }
 
     #[test]

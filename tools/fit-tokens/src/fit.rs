@@ -141,15 +141,28 @@ fn weighted_fit(rows: &[Row<'_>], weights: &[f64], targets: &[f64], active: &[bo
     beta
 }
 
-/// Fits β_j ≥ 0 for every unsigned input (active set: drop the most negative coefficient and
-/// refit).
-fn nonneg_fit(rows: &[Row<'_>], weights: &[f64], targets: &[f64], signed: &[bool]) -> Vec<f64> {
-    let dim = signed.len();
-    let mut active = vec![true; dim];
+/// How the fit treats one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Its coefficient is at least zero (a price).
+    NonNegative,
+    /// Its coefficient takes either sign (a correction).
+    Signed,
+    /// Not fitted: its coefficient stays zero, and it is left out of the ridge's spread, so that
+    /// the fit is the one without it. For a count no training text has, priced after the fit
+    /// (the combining marks: `marks.rs`).
+    Unfitted,
+}
+
+/// Fits β_j ≥ 0 for every [`Input::NonNegative`] input (active set: drop the most negative
+/// coefficient and refit).
+fn nonneg_fit(rows: &[Row<'_>], weights: &[f64], targets: &[f64], inputs: &[Input]) -> Vec<f64> {
+    let dim = inputs.len();
+    let mut active: Vec<bool> = inputs.iter().map(|&i| i != Input::Unfitted).collect();
     loop {
         let beta = weighted_fit(rows, weights, targets, &active);
         let worst = (0..dim)
-            .filter(|&j| active[j] && !signed[j] && beta[j] < 0.0)
+            .filter(|&j| active[j] && inputs[j] == Input::NonNegative && beta[j] < 0.0)
             .min_by(|&i, &j| beta[i].total_cmp(&beta[j]));
         match worst {
             Some(j) => active[j] = false,
@@ -168,7 +181,7 @@ pub fn predict(beta: &[f64], features: &[f64]) -> f64 {
 
 /// The full fit: category balancing, IRLS towards over-estimates; guard rows held at or above
 /// their floor ([`GUARDS`]).
-pub fn fit(rows: &[Row<'_>], signed: &[bool], objective: Objective, rounds: usize) -> Vec<f64> {
+pub fn fit(rows: &[Row<'_>], inputs: &[Input], objective: Objective, rounds: usize) -> Vec<f64> {
     let mut per_category = std::collections::HashMap::<&str, f64>::new();
     for row in rows {
         *per_category.entry(row.category).or_default() += 1.0;
@@ -184,7 +197,7 @@ pub fn fit(rows: &[Row<'_>], signed: &[bool], objective: Objective, rounds: usiz
         .map(|(&w, floor)| if floor.is_some() { 0.0 } else { w })
         .collect();
     let mut targets = vec![1.0; rows.len()];
-    let mut beta = nonneg_fit(rows, &weights, &targets, signed);
+    let mut beta = nonneg_fit(rows, &weights, &targets, inputs);
     for _ in 0..rounds {
         for (i, row) in rows.iter().enumerate() {
             let ratio = predict(&beta, row.features) / row.exact;
@@ -198,7 +211,7 @@ pub fn fit(rows: &[Row<'_>], signed: &[bool], objective: Objective, rounds: usiz
                 (base[i] * objective.weight(ratio), 1.0)
             };
         }
-        beta = nonneg_fit(rows, &weights, &targets, signed);
+        beta = nonneg_fit(rows, &weights, &targets, inputs);
     }
     beta
 }
@@ -228,7 +241,7 @@ mod tests {
                 category: "a",
             })
             .collect();
-        let beta = fit(&rows, &[false, false], PLAIN, 0);
+        let beta = fit(&rows, &[Input::NonNegative; 2], PLAIN, 0);
         assert!(
             (beta[0] - 0.5).abs() < 1e-3 && (beta[1] - 2.0).abs() < 1e-3,
             "{beta:?}"
@@ -269,8 +282,8 @@ mod tests {
             band_weight: 0.2,
             ..PLAIN
         };
-        let without = fit(&rows, &[false], PLAIN, 5)[0];
-        let with = fit(&rows, &[false], banded, 5)[0];
+        let without = fit(&rows, &[Input::NonNegative], PLAIN, 5)[0];
+        let with = fit(&rows, &[Input::NonNegative], banded, 5)[0];
         assert!(with > without + 0.01, "{with} vs {without}");
         assert!(with < 1.1, "{with}");
     }
