@@ -431,8 +431,7 @@ fn main() -> Result<()> {
         }
         let (mut beta, scale) = fit_with_floor(&rows, &inputs, objective, floor_ratio);
         eprintln!("{}: safety scale {scale:.4}", fam.name());
-        let price = price_marks(&mut beta, fam, &decomposed, mark_term, floor_ratio)?;
-        eprintln!("{}: combining mark price {price:.4}", fam.name());
+        price_marks(&mut beta, fam, &decomposed, mark_term, floor_ratio)?;
         if std::env::var_os("FIT_DEBUG").is_some() && fam == Fam::O200k {
             debug_worst(&counted, fam, &beta);
         }
@@ -561,6 +560,15 @@ fn price_marks(
     for kind in 0..KIND_NAMES.len() {
         beta[inputs(kind)] = price;
     }
+    let lowest = rows
+        .iter()
+        .map(|r| (r.base + price * r.marks) / r.target)
+        .fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "{}: combining mark price {price:.4} ({} training documents, lowest ratio {lowest:.3})",
+        fam.name(),
+        rows.len()
+    );
     Ok(price)
 }
 
