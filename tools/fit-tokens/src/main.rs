@@ -520,14 +520,13 @@ fn count_decomposed(counted: &[Counted]) -> Result<Vec<Counted>> {
 
 /// The second step ([`marks`]): prices a combining mark on the training half of `decomposed`
 /// with every other coefficient of `beta` fixed, and sets that price in every text kind.
-/// Returns the price.
 fn price_marks(
     beta: &mut [f64],
     fam: Fam,
     decomposed: &[Counted],
     mark_term: usize,
     floor_ratio: f64,
-) -> Result<f64> {
+) -> Result<()> {
     let inputs = |kind: usize| kind * TERM_COUNT + mark_term;
     if (0..KIND_NAMES.len()).any(|kind| beta[inputs(kind)] != 0.0) {
         bail!(
@@ -569,7 +568,7 @@ fn price_marks(
         fam.name(),
         rows.len()
     );
-    Ok(price)
+    Ok(())
 }
 
 /// With `FIT_CV=K`: K-fold cross-validation inside the training half (training document `i`
