@@ -11,17 +11,17 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.534624,  // script: word_starts
     0.058794,  // script: upper
     0.000000,  // script: case_changes
-    0.495819,  // script: digits
+    0.495820,  // script: digits
     0.775404,  // script: digit_runs
     0.127409,  // script: alnum_switches
     0.000000,  // script: long_run
     0.166595,  // script: long_word
     0.048352,  // script: consonant_runs
-    0.133083,  // script: spaces
-    0.049833,  // script: space_runs
+    0.133082,  // script: spaces
+    0.049834,  // script: space_runs
     0.924863,  // script: newlines
     0.764650,  // script: punct
-    0.373136,  // script: json
+    0.373135,  // script: json
     0.062288,  // script: punct_runs
     0.624973,  // script: cjk
     0.655278,  // script: kana
@@ -30,17 +30,17 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     1.557244,  // script: cyrillic_ext
     0.584475,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.165455,  // script: latin_ext
+    0.165453,  // script: latin_ext
     0.000000,  // script: other2
-    1.031335,  // script: other3
+    1.031336,  // script: other3
     0.011508,  // script: four
     0.582681,  // script: high_runs
     0.453694,  // script: rare3
-    0.666463,  // script: rare_letters
-    -0.636114, // script: th_pairs
-    21.509785, // script: hangul*cjk/bytes
+    0.666462,  // script: rare_letters
+    -0.636113, // script: th_pairs
+    21.509779, // script: hangul*cjk/bytes
     1.849073,  // script: json*lower/bytes
-    0.458184,  // script: lower*space_runs/bytes
+    0.458185,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
     0.000808,  // script: armenian
     0.000966,  // script: hebrew
@@ -66,12 +66,12 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // script: box
     0.025909,  // script: private_use
     0.000000,  // script: fullwidth
-    0.022254,  // script: greek_upper
+    0.022253,  // script: greek_upper
     0.006779,  // script: hebrew_points
     0.000203,  // script: arabic_persian
     0.003432,  // script: arabic_pashto
     0.000000,  // script: rare_script
-    2.423017,  // script: symbols
+    2.423018,  // script: symbols
     0.008106,  // script: latin_ext_additional
     0.049379,  // script: rare_four
     1.728186,  // script: combining_marks
@@ -87,27 +87,27 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.154871,  // other: spaces
     0.000000,  // other: space_runs
     2.388087,  // other: newlines
-    0.008458,  // other: punct
-    0.966721,  // other: json
-    0.494666,  // other: punct_runs
+    0.008456,  // other: punct
+    0.966722,  // other: json
+    0.494667,  // other: punct_runs
     0.000000,  // other: cjk
-    0.654106,  // other: kana
+    0.654105,  // other: kana
     0.000073,  // other: hangul
     0.000000,  // other: cyrillic
     0.000331,  // other: cyrillic_ext
     0.000000,  // other: cyrillic_upper
-    2.370783,  // other: latin1
-    0.078403,  // other: latin_ext
+    2.370782,  // other: latin1
+    0.078397,  // other: latin_ext
     0.268104,  // other: other2
     0.306581,  // other: other3
-    2.037496,  // other: four
-    0.251768,  // other: high_runs
+    2.037494,  // other: four
+    0.251769,  // other: high_runs
     0.000000,  // other: rare3
     0.000000,  // other: rare_letters
-    -0.939297, // other: th_pairs
+    -0.939296, // other: th_pairs
     -0.000000, // other: hangul*cjk/bytes
-    3.834590,  // other: json*lower/bytes
-    1.634146,  // other: lower*space_runs/bytes
+    3.834486,  // other: json*lower/bytes
+    1.634152,  // other: lower*space_runs/bytes
     0.019430,  // other: greek
     0.059752,  // other: armenian
     0.071309,  // other: hebrew
@@ -125,56 +125,56 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.043217,  // other: malayalam
     0.200715,  // other: sinhala
     0.056826,  // other: thai
-    1.372329,  // other: lao
+    1.372330,  // other: lao
     0.000000,  // other: myanmar
     0.000000,  // other: georgian
     1.424502,  // other: ethiopic
     0.218643,  // other: khmer
-    0.454982,  // other: box
-    1.958727,  // other: private_use
-    2.372479,  // other: fullwidth
-    1.421500,  // other: greek_upper
-    0.501362,  // other: hebrew_points
+    0.454981,  // other: box
+    1.958725,  // other: private_use
+    2.372477,  // other: fullwidth
+    1.421499,  // other: greek_upper
+    0.501363,  // other: hebrew_points
     0.014985,  // other: arabic_persian
     0.253832,  // other: arabic_pashto
     2.482373,  // other: rare_script
     1.115365,  // other: symbols
-    0.029596,  // other: latin_ext_additional
+    0.029595,  // other: latin_ext_additional
     0.024442,  // other: rare_four
     1.728186,  // other: combining_marks
-    1.037472,  // code: word_starts
+    1.037468,  // code: word_starts
     0.000000,  // code: upper
-    0.020494,  // code: case_changes
+    0.020492,  // code: case_changes
     0.000000,  // code: digits
-    0.932061,  // code: digit_runs
+    0.932065,  // code: digit_runs
     0.061917,  // code: alnum_switches
-    0.172391,  // code: long_run
-    0.096645,  // code: long_word
-    0.464994,  // code: consonant_runs
-    0.000860,  // code: spaces
-    1.184449,  // code: space_runs
-    0.051626,  // code: newlines
-    0.161375,  // code: punct
-    0.514708,  // code: json
-    0.466439,  // code: punct_runs
+    0.172393,  // code: long_run
+    0.096644,  // code: long_word
+    0.464997,  // code: consonant_runs
+    0.000862,  // code: spaces
+    1.184441,  // code: space_runs
+    0.051624,  // code: newlines
+    0.161376,  // code: punct
+    0.514699,  // code: json
+    0.466440,  // code: punct_runs
     0.000000,  // code: cjk
     0.000000,  // code: kana
     0.004466,  // code: hangul
     0.000000,  // code: cyrillic
     0.000141,  // code: cyrillic_ext
-    0.286454,  // code: cyrillic_upper
-    4.919655,  // code: latin1
-    11.762469, // code: latin_ext
+    0.286401,  // code: cyrillic_upper
+    4.919621,  // code: latin1
+    11.762387, // code: latin_ext
     0.000000,  // code: other2
-    3.995563,  // code: other3
+    3.995322,  // code: other3
     0.000000,  // code: four
     0.000000,  // code: high_runs
     0.000000,  // code: rare3
     0.000000,  // code: rare_letters
     0.142565,  // code: th_pairs
     -0.000000, // code: hangul*cjk/bytes
-    -0.611211, // code: json*lower/bytes
-    -1.548529, // code: lower*space_runs/bytes
+    -0.611194, // code: json*lower/bytes
+    -1.548517, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000001,  // code: armenian
     0.000000,  // code: hebrew
@@ -200,7 +200,7 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // code: box
     0.000000,  // code: private_use
     0.000000,  // code: fullwidth
-    0.222417,  // code: greek_upper
+    0.222382,  // code: greek_upper
     0.000000,  // code: hebrew_points
     0.000000,  // code: arabic_persian
     0.000000,  // code: arabic_pashto
@@ -209,39 +209,39 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.002292,  // code: latin_ext_additional
     0.012461,  // code: rare_four
     1.728186,  // code: combining_marks
-    0.512718,  // prose: word_starts
+    0.512717,  // prose: word_starts
     0.036664,  // prose: upper
-    0.655533,  // prose: case_changes
+    0.655532,  // prose: case_changes
     0.180800,  // prose: digits
-    1.366733,  // prose: digit_runs
+    1.366731,  // prose: digit_runs
     0.000000,  // prose: alnum_switches
     0.007628,  // prose: long_run
-    0.120264,  // prose: long_word
-    0.681683,  // prose: consonant_runs
+    0.120263,  // prose: long_word
+    0.681684,  // prose: consonant_runs
     0.000000,  // prose: spaces
-    0.411750,  // prose: space_runs
+    0.411748,  // prose: space_runs
     1.419136,  // prose: newlines
     0.000000,  // prose: punct
-    0.732435,  // prose: json
+    0.732440,  // prose: json
     0.610127,  // prose: punct_runs
-    0.494819,  // prose: cjk
+    0.494820,  // prose: cjk
     0.978846,  // prose: kana
     0.005896,  // prose: hangul
     0.000000,  // prose: cyrillic
     0.048939,  // prose: cyrillic_ext
-    1.187593,  // prose: cyrillic_upper
+    1.187594,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    0.491160,  // prose: latin_ext
+    0.491161,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
     0.000000,  // prose: four
-    0.451876,  // prose: high_runs
+    0.451878,  // prose: high_runs
     0.000000,  // prose: rare3
     0.756856,  // prose: rare_letters
-    -0.527154, // prose: th_pairs
+    -0.527155, // prose: th_pairs
     -0.000000, // prose: hangul*cjk/bytes
-    -1.591615, // prose: json*lower/bytes
-    0.134579,  // prose: lower*space_runs/bytes
+    -1.591619, // prose: json*lower/bytes
+    0.134582,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000005,  // prose: armenian
     0.000126,  // prose: hebrew
@@ -266,52 +266,52 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // prose: khmer
     0.000000,  // prose: box
     0.000000,  // prose: private_use
-    1.600163,  // prose: fullwidth
+    1.600181,  // prose: fullwidth
     0.000979,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
     0.000000,  // prose: arabic_pashto
     0.000000,  // prose: rare_script
     0.000000,  // prose: symbols
-    0.567588,  // prose: latin_ext_additional
+    0.567580,  // prose: latin_ext_additional
     3.615023,  // prose: rare_four
     1.728186,  // prose: combining_marks
 ];
 
 /// `cl100k` coefficients.
 pub(crate) const CL100K: [f64; INPUT_COUNT] = [
-    0.290274,  // script: word_starts
+    0.290275,  // script: word_starts
     0.119075,  // script: upper
     0.000000,  // script: case_changes
-    0.543652,  // script: digits
+    0.543653,  // script: digits
     0.593919,  // script: digit_runs
-    0.025536,  // script: alnum_switches
+    0.025533,  // script: alnum_switches
     0.000000,  // script: long_run
     0.170036,  // script: long_word
     0.000000,  // script: consonant_runs
-    0.301706,  // script: spaces
-    0.123258,  // script: space_runs
+    0.301710,  // script: spaces
+    0.123253,  // script: space_runs
     1.200633,  // script: newlines
     0.472563,  // script: punct
-    0.179520,  // script: json
+    0.179521,  // script: json
     0.143816,  // script: punct_runs
     0.735933,  // script: cjk
     0.861578,  // script: kana
     0.496877,  // script: hangul
     0.300457,  // script: cyrillic
     3.225612,  // script: cyrillic_ext
-    0.682425,  // script: cyrillic_upper
+    0.682424,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.169619,  // script: latin_ext
+    0.169617,  // script: latin_ext
     0.000000,  // script: other2
-    1.809260,  // script: other3
+    1.809259,  // script: other3
     0.000000,  // script: four
-    0.476338,  // script: high_runs
+    0.476339,  // script: high_runs
     1.398122,  // script: rare3
-    0.903860,  // script: rare_letters
-    -1.083318, // script: th_pairs
-    14.528522, // script: hangul*cjk/bytes
-    4.391864,  // script: json*lower/bytes
+    0.903861,  // script: rare_letters
+    -1.083317, // script: th_pairs
+    14.528528, // script: hangul*cjk/bytes
+    4.391856,  // script: json*lower/bytes
     0.401336,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
     0.018127,  // script: armenian
@@ -322,18 +322,18 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.004418,  // script: devanagari
     0.007577,  // script: bengali
     0.014803,  // script: gurmukhi
-    0.014922,  // script: gujarati
+    0.014921,  // script: gujarati
     0.026772,  // script: oriya
     0.009306,  // script: tamil
     0.015723,  // script: telugu
-    0.015677,  // script: kannada
+    0.015676,  // script: kannada
     0.012952,  // script: malayalam
     0.017111,  // script: sinhala
     0.002272,  // script: thai
     0.016447,  // script: lao
     0.000000,  // script: myanmar
     0.016975,  // script: georgian
-    0.026219,  // script: ethiopic
+    0.026218,  // script: ethiopic
     0.012570,  // script: khmer
     0.000000,  // script: box
     0.027541,  // script: private_use
@@ -346,21 +346,21 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // script: symbols
     0.037666,  // script: latin_ext_additional
     0.016646,  // script: rare_four
-    2.613898,  // script: combining_marks
-    0.097492,  // other: word_starts
-    0.330738,  // other: upper
-    0.207122,  // other: case_changes
-    0.277643,  // other: digits
-    1.239200,  // other: digit_runs
-    1.355680,  // other: alnum_switches
+    2.613900,  // script: combining_marks
+    0.097489,  // other: word_starts
+    0.330737,  // other: upper
+    0.207117,  // other: case_changes
+    0.277646,  // other: digits
+    1.239189,  // other: digit_runs
+    1.355675,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
     0.000000,  // other: consonant_runs
     0.042165,  // other: spaces
-    0.156804,  // other: space_runs
-    1.159110,  // other: newlines
-    0.658122,  // other: punct
-    1.226058,  // other: json
+    0.156810,  // other: space_runs
+    1.159115,  // other: newlines
+    0.658121,  // other: punct
+    1.226061,  // other: json
     0.000000,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
@@ -368,85 +368,85 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // other: cyrillic
     0.001808,  // other: cyrillic_ext
     0.000000,  // other: cyrillic_upper
-    0.839970,  // other: latin1
-    0.638878,  // other: latin_ext
-    0.721962,  // other: other2
-    0.766685,  // other: other3
-    2.869730,  // other: four
-    0.475083,  // other: high_runs
+    0.839978,  // other: latin1
+    0.638875,  // other: latin_ext
+    0.721963,  // other: other2
+    0.766688,  // other: other3
+    2.869729,  // other: four
+    0.475074,  // other: high_runs
     0.000000,  // other: rare3
-    0.429072,  // other: rare_letters
-    0.124806,  // other: th_pairs
+    0.429074,  // other: rare_letters
+    0.124805,  // other: th_pairs
     -0.000000, // other: hangul*cjk/bytes
-    5.661795,  // other: json*lower/bytes
-    0.719211,  // other: lower*space_runs/bytes
+    5.661662,  // other: json*lower/bytes
+    0.719209,  // other: lower*space_runs/bytes
     0.208716,  // other: greek
     1.340625,  // other: armenian
-    0.340748,  // other: hebrew
+    0.340749,  // other: hebrew
     0.000000,  // other: arabic
-    1.938723,  // other: arabic_ext
+    1.938722,  // other: arabic_ext
     1.141479,  // other: thaana
-    0.326744,  // other: devanagari
-    0.560355,  // other: bengali
-    1.094811,  // other: gurmukhi
-    1.103557,  // other: gujarati
-    1.980012,  // other: oriya
-    0.688252,  // other: tamil
-    1.162842,  // other: telugu
-    1.159394,  // other: kannada
-    0.957892,  // other: malayalam
-    1.265514,  // other: sinhala
-    0.168048,  // other: thai
-    1.216393,  // other: lao
+    0.326741,  // other: devanagari
+    0.560352,  // other: bengali
+    1.094808,  // other: gurmukhi
+    1.103554,  // other: gujarati
+    1.980009,  // other: oriya
+    0.688249,  // other: tamil
+    1.162839,  // other: telugu
+    1.159391,  // other: kannada
+    0.957889,  // other: malayalam
+    1.265511,  // other: sinhala
+    0.168044,  // other: thai
+    1.216390,  // other: lao
     0.000000,  // other: myanmar
-    1.255418,  // other: georgian
-    1.939055,  // other: ethiopic
-    0.929631,  // other: khmer
+    1.255415,  // other: georgian
+    1.939052,  // other: ethiopic
+    0.929627,  // other: khmer
     0.000000,  // other: box
     2.075638,  // other: private_use
-    0.706722,  // other: fullwidth
-    1.449469,  // other: greek_upper
-    1.936563,  // other: hebrew_points
+    0.706719,  // other: fullwidth
+    1.449467,  // other: greek_upper
+    1.936562,  // other: hebrew_points
     0.113170,  // other: arabic_persian
-    1.217406,  // other: arabic_pashto
-    1.886609,  // other: rare_script
-    0.939521,  // other: symbols
-    0.650866,  // other: latin_ext_additional
+    1.217409,  // other: arabic_pashto
+    1.886607,  // other: rare_script
+    0.939519,  // other: symbols
+    0.650883,  // other: latin_ext_additional
     0.008240,  // other: rare_four
-    2.613898,  // other: combining_marks
-    0.981288,  // code: word_starts
+    2.613900,  // other: combining_marks
+    0.981285,  // code: word_starts
     0.000000,  // code: upper
     0.000000,  // code: case_changes
     0.000000,  // code: digits
     0.945245,  // code: digit_runs
-    0.129164,  // code: alnum_switches
+    0.129165,  // code: alnum_switches
     0.367534,  // code: long_run
     0.030626,  // code: long_word
     0.317331,  // code: consonant_runs
     0.000000,  // code: spaces
-    1.080360,  // code: space_runs
-    0.046337,  // code: newlines
-    0.151428,  // code: punct
-    0.490666,  // code: json
-    0.506506,  // code: punct_runs
+    1.080358,  // code: space_runs
+    0.046336,  // code: newlines
+    0.151430,  // code: punct
+    0.490662,  // code: json
+    0.506508,  // code: punct_runs
     0.000000,  // code: cjk
     0.000000,  // code: kana
     0.008664,  // code: hangul
     0.000000,  // code: cyrillic
     0.004584,  // code: cyrillic_ext
-    0.850881,  // code: cyrillic_upper
-    12.908576, // code: latin1
-    10.412258, // code: latin_ext
+    0.850821,  // code: cyrillic_upper
+    12.908548, // code: latin1
+    10.412158, // code: latin_ext
     0.000000,  // code: other2
-    4.882304,  // code: other3
+    4.882067,  // code: other3
     0.000000,  // code: four
     0.000000,  // code: high_runs
     0.000000,  // code: rare3
     0.000000,  // code: rare_letters
     0.582930,  // code: th_pairs
     -0.000000, // code: hangul*cjk/bytes
-    -0.631903, // code: json*lower/bytes
-    -1.260999, // code: lower*space_runs/bytes
+    -0.631896, // code: json*lower/bytes
+    -1.260994, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000001,  // code: hebrew
@@ -472,7 +472,7 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // code: box
     0.000000,  // code: private_use
     0.000000,  // code: fullwidth
-    0.448830,  // code: greek_upper
+    0.448793,  // code: greek_upper
     0.000000,  // code: hebrew_points
     0.000000,  // code: arabic_persian
     0.000000,  // code: arabic_pashto
@@ -480,40 +480,40 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // code: symbols
     0.015293,  // code: latin_ext_additional
     0.004142,  // code: rare_four
-    2.613898,  // code: combining_marks
-    0.508690,  // prose: word_starts
+    2.613900,  // code: combining_marks
+    0.508691,  // prose: word_starts
     0.022247,  // prose: upper
     0.266000,  // prose: case_changes
     0.094888,  // prose: digits
-    1.588828,  // prose: digit_runs
+    1.588829,  // prose: digit_runs
     0.000000,  // prose: alnum_switches
     0.000000,  // prose: long_run
     0.186119,  // prose: long_word
     0.973977,  // prose: consonant_runs
     0.000000,  // prose: spaces
-    0.215453,  // prose: space_runs
+    0.215451,  // prose: space_runs
     1.265356,  // prose: newlines
     0.000000,  // prose: punct
-    1.422779,  // prose: json
+    1.422788,  // prose: json
     0.459565,  // prose: punct_runs
     0.805457,  // prose: cjk
     1.251130,  // prose: kana
     0.011086,  // prose: hangul
     0.395895,  // prose: cyrillic
     0.263782,  // prose: cyrillic_ext
-    0.590799,  // prose: cyrillic_upper
-    0.574422,  // prose: latin1
-    1.650593,  // prose: latin_ext
+    0.590801,  // prose: cyrillic_upper
+    0.574421,  // prose: latin1
+    1.650595,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    2.699339,  // prose: four
+    2.699337,  // prose: four
     0.000000,  // prose: high_runs
-    1.739796,  // prose: rare3
-    0.942802,  // prose: rare_letters
-    -1.514476, // prose: th_pairs
+    1.739795,  // prose: rare3
+    0.942801,  // prose: rare_letters
+    -1.514478, // prose: th_pairs
     -0.000000, // prose: hangul*cjk/bytes
-    -2.766712, // prose: json*lower/bytes
-    0.638133,  // prose: lower*space_runs/bytes
+    -2.766724, // prose: json*lower/bytes
+    0.638134,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
     0.000263,  // prose: hebrew
@@ -536,18 +536,18 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000004,  // prose: georgian
     0.000000,  // prose: ethiopic
     0.000000,  // prose: khmer
-    0.179166,  // prose: box
+    0.179177,  // prose: box
     0.000000,  // prose: private_use
-    5.600666,  // prose: fullwidth
+    5.600683,  // prose: fullwidth
     0.001974,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
     0.000000,  // prose: arabic_pashto
     0.000000,  // prose: rare_script
     0.000000,  // prose: symbols
-    2.119511,  // prose: latin_ext_additional
-    1.218712,  // prose: rare_four
-    2.613898,  // prose: combining_marks
+    2.119505,  // prose: latin_ext_additional
+    1.218715,  // prose: rare_four
+    2.613900,  // prose: combining_marks
 ];
 
 /// `claude-legacy` coefficients.
@@ -580,10 +580,10 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // script: four
     0.838696,  // script: high_runs
     1.476501,  // script: rare3
-    0.034184,  // script: rare_letters
-    -1.280170, // script: th_pairs
+    0.034185,  // script: rare_letters
+    -1.280169, // script: th_pairs
     4.213264,  // script: hangul*cjk/bytes
-    3.055686,  // script: json*lower/bytes
+    3.055685,  // script: json*lower/bytes
     0.224763,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
     0.014658,  // script: armenian
@@ -607,7 +607,7 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000420,  // script: georgian
     0.019806,  // script: ethiopic
     0.023455,  // script: khmer
-    0.012786,  // script: box
+    0.012785,  // script: box
     0.028920,  // script: private_use
     1.992588,  // script: fullwidth
     0.016484,  // script: greek_upper
@@ -616,12 +616,12 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.012015,  // script: arabic_pashto
     0.000000,  // script: rare_script
     0.000000,  // script: symbols
-    0.017312,  // script: latin_ext_additional
+    0.017314,  // script: latin_ext_additional
     0.011550,  // script: rare_four
-    1.159179,  // script: combining_marks
-    0.559547,  // other: word_starts
+    1.159181,  // script: combining_marks
+    0.559548,  // other: word_starts
     0.369529,  // other: upper
-    0.676300,  // other: case_changes
+    0.676302,  // other: case_changes
     0.254045,  // other: digits
     0.000000,  // other: digit_runs
     0.000000,  // other: alnum_switches
@@ -630,33 +630,33 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // other: consonant_runs
     0.029700,  // other: spaces
     0.326036,  // other: space_runs
-    1.046342,  // other: newlines
-    0.336772,  // other: punct
+    1.046343,  // other: newlines
+    0.336773,  // other: punct
     0.000000,  // other: json
-    0.914812,  // other: punct_runs
+    0.914811,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
     0.000821,  // other: cyrillic_ext
     0.000000,  // other: cyrillic_upper
-    1.233279,  // other: latin1
+    1.233282,  // other: latin1
     0.000000,  // other: latin_ext
     0.903682,  // other: other2
     1.240241,  // other: other3
     2.376023,  // other: four
-    0.664882,  // other: high_runs
+    0.664883,  // other: high_runs
     0.000000,  // other: rare3
-    0.041881,  // other: rare_letters
-    -0.351030, // other: th_pairs
+    0.041882,  // other: rare_letters
+    -0.351025, // other: th_pairs
     -0.000000, // other: hangul*cjk/bytes
-    3.672166,  // other: json*lower/bytes
-    -1.536103, // other: lower*space_runs/bytes
+    3.672182,  // other: json*lower/bytes
+    -1.536113, // other: lower*space_runs/bytes
     0.250051,  // other: greek
     1.084046,  // other: armenian
     0.000000,  // other: hebrew
     0.012830,  // other: arabic
-    1.439058,  // other: arabic_ext
+    1.439059,  // other: arabic_ext
     0.942167,  // other: thaana
     0.000000,  // other: devanagari
     0.687158,  // other: bengali
@@ -669,56 +669,56 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     1.113605,  // other: malayalam
     0.459217,  // other: sinhala
     0.550109,  // other: thai
-    1.580285,  // other: lao
+    1.580286,  // other: lao
     0.000000,  // other: myanmar
     0.031082,  // other: georgian
     1.464815,  // other: ethiopic
     1.734674,  // other: khmer
     0.099446,  // other: box
-    2.130624,  // other: private_use
+    2.130625,  // other: private_use
     0.000000,  // other: fullwidth
     1.405147,  // other: greek_upper
-    1.702202,  // other: hebrew_points
+    1.702203,  // other: hebrew_points
     0.332540,  // other: arabic_persian
-    0.888630,  // other: arabic_pashto
+    0.888629,  // other: arabic_pashto
     1.934781,  // other: rare_script
     0.241470,  // other: symbols
-    0.529062,  // other: latin_ext_additional
+    0.529060,  // other: latin_ext_additional
     0.005717,  // other: rare_four
-    1.159179,  // other: combining_marks
-    1.013924,  // code: word_starts
-    0.099103,  // code: upper
+    1.159181,  // other: combining_marks
+    1.013923,  // code: word_starts
+    0.099101,  // code: upper
     0.182261,  // code: case_changes
     0.056936,  // code: digits
     0.439576,  // code: digit_runs
     0.481715,  // code: alnum_switches
-    0.341072,  // code: long_run
+    0.341074,  // code: long_run
     0.000000,  // code: long_word
-    0.152959,  // code: consonant_runs
+    0.152961,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.236812,  // code: space_runs
-    0.438953,  // code: newlines
-    0.184318,  // code: punct
-    0.255461,  // code: json
-    1.032923,  // code: punct_runs
-    1.569636,  // code: cjk
-    1.827861,  // code: kana
+    0.236815,  // code: space_runs
+    0.438951,  // code: newlines
+    0.184317,  // code: punct
+    0.255458,  // code: json
+    1.032925,  // code: punct_runs
+    1.569651,  // code: cjk
+    1.827844,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
     0.005475,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    8.817473,  // code: latin1
-    8.002158,  // code: latin_ext
+    8.817486,  // code: latin1
+    8.002147,  // code: latin_ext
     0.000000,  // code: other2
-    1.969010,  // code: other3
+    1.968962,  // code: other3
     0.000000,  // code: four
     0.000000,  // code: high_runs
-    2.017678,  // code: rare3
-    0.093530,  // code: rare_letters
-    0.830788,  // code: th_pairs
+    2.017732,  // code: rare3
+    0.093531,  // code: rare_letters
+    0.830790,  // code: th_pairs
     -0.000000, // code: hangul*cjk/bytes
-    -0.359730, // code: json*lower/bytes
-    -0.246091, // code: lower*space_runs/bytes
+    -0.359725, // code: json*lower/bytes
+    -0.246097, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000001,  // code: hebrew
@@ -741,7 +741,7 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // code: georgian
     0.000000,  // code: ethiopic
     0.000000,  // code: khmer
-    0.042308,  // code: box
+    0.042309,  // code: box
     0.000527,  // code: private_use
     0.000000,  // code: fullwidth
     0.000000,  // code: greek_upper
@@ -752,40 +752,40 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // code: symbols
     0.000000,  // code: latin_ext_additional
     0.007767,  // code: rare_four
-    1.159179,  // code: combining_marks
-    0.672583,  // prose: word_starts
+    1.159181,  // code: combining_marks
+    0.672582,  // prose: word_starts
     0.033850,  // prose: upper
     0.000000,  // prose: case_changes
     0.249505,  // prose: digits
-    1.112037,  // prose: digit_runs
+    1.112039,  // prose: digit_runs
     0.000000,  // prose: alnum_switches
     0.000000,  // prose: long_run
     0.291919,  // prose: long_word
     1.047246,  // prose: consonant_runs
     0.000000,  // prose: spaces
     0.000000,  // prose: space_runs
-    1.517040,  // prose: newlines
+    1.517041,  // prose: newlines
     0.000000,  // prose: punct
-    0.695558,  // prose: json
-    0.585213,  // prose: punct_runs
-    1.109425,  // prose: cjk
-    1.481782,  // prose: kana
+    0.695561,  // prose: json
+    0.585214,  // prose: punct_runs
+    1.109422,  // prose: cjk
+    1.481783,  // prose: kana
     0.000671,  // prose: hangul
     0.590690,  // prose: cyrillic
     0.116414,  // prose: cyrillic_ext
-    1.080297,  // prose: cyrillic_upper
+    1.080298,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    2.284978,  // prose: latin_ext
+    2.284979,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    3.155608,  // prose: four
+    3.155611,  // prose: four
     0.000000,  // prose: high_runs
     0.000000,  // prose: rare3
-    1.018726,  // prose: rare_letters
+    1.018725,  // prose: rare_letters
     -2.986478, // prose: th_pairs
     -0.000000, // prose: hangul*cjk/bytes
-    -2.060369, // prose: json*lower/bytes
-    1.018979,  // prose: lower*space_runs/bytes
+    -2.060373, // prose: json*lower/bytes
+    1.018981,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
     0.000087,  // prose: hebrew
@@ -808,18 +808,18 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // prose: georgian
     0.000000,  // prose: ethiopic
     0.000000,  // prose: khmer
-    0.803864,  // prose: box
+    0.803817,  // prose: box
     0.007676,  // prose: private_use
-    18.345396, // prose: fullwidth
+    18.345412, // prose: fullwidth
     0.000000,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
     0.000000,  // prose: arabic_pashto
     0.000000,  // prose: rare_script
-    3.817927,  // prose: symbols
-    2.060828,  // prose: latin_ext_additional
-    0.840715,  // prose: rare_four
-    1.159179,  // prose: combining_marks
+    3.817946,  // prose: symbols
+    2.060834,  // prose: latin_ext_additional
+    0.840711,  // prose: rare_four
+    1.159181,  // prose: combining_marks
 ];
 
 /// `claude` coefficients.
@@ -834,7 +834,7 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.082890,  // script: long_word
     0.000000,  // script: consonant_runs
     0.000000,  // script: spaces
-    0.336727,  // script: space_runs
+    0.336726,  // script: space_runs
     1.441683,  // script: newlines
     0.646793,  // script: punct
     0.000000,  // script: json
@@ -849,14 +849,14 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.000000,  // script: latin_ext
     0.000000,  // script: other2
     0.574214,  // script: other3
-    0.127246,  // script: four
+    0.127247,  // script: four
     0.628541,  // script: high_runs
     1.396918,  // script: rare3
     0.323090,  // script: rare_letters
-    -0.725012, // script: th_pairs
-    12.556196, // script: hangul*cjk/bytes
-    3.062026,  // script: json*lower/bytes
-    0.290801,  // script: lower*space_runs/bytes
+    -0.725011, // script: th_pairs
+    12.556195, // script: hangul*cjk/bytes
+    3.062025,  // script: json*lower/bytes
+    0.290802,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
     0.015044,  // script: armenian
     0.001507,  // script: hebrew
@@ -868,7 +868,7 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.025926,  // script: gurmukhi
     0.025663,  // script: gujarati
     0.023018,  // script: oriya
-    0.011044,  // script: tamil
+    0.011043,  // script: tamil
     0.015237,  // script: telugu
     0.014843,  // script: kannada
     0.016088,  // script: malayalam
@@ -888,109 +888,109 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.013596,  // script: arabic_pashto
     0.000000,  // script: rare_script
     0.000000,  // script: symbols
-    0.057835,  // script: latin_ext_additional
+    0.057836,  // script: latin_ext_additional
     0.021566,  // script: rare_four
-    1.469820,  // script: combining_marks
-    0.893614,  // other: word_starts
-    0.326666,  // other: upper
-    0.478876,  // other: case_changes
-    0.120547,  // other: digits
-    0.888132,  // other: digit_runs
+    1.469826,  // script: combining_marks
+    0.893601,  // other: word_starts
+    0.326668,  // other: upper
+    0.478870,  // other: case_changes
+    0.120538,  // other: digits
+    0.888143,  // other: digit_runs
     0.000000,  // other: alnum_switches
     0.000000,  // other: long_run
-    0.049686,  // other: long_word
+    0.049684,  // other: long_word
     0.000000,  // other: consonant_runs
     0.052624,  // other: spaces
-    0.111355,  // other: space_runs
-    0.668960,  // other: newlines
-    0.643676,  // other: punct
-    0.834432,  // other: json
-    0.310332,  // other: punct_runs
+    0.111367,  // other: space_runs
+    0.668971,  // other: newlines
+    0.643672,  // other: punct
+    0.834422,  // other: json
+    0.310342,  // other: punct_runs
     0.000000,  // other: cjk
     0.081357,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
     0.000799,  // other: cyrillic_ext
     0.000000,  // other: cyrillic_upper
-    0.180938,  // other: latin1
+    0.180958,  // other: latin1
     0.000000,  // other: latin_ext
-    1.026021,  // other: other2
-    1.313666,  // other: other3
-    2.771055,  // other: four
-    0.689256,  // other: high_runs
+    1.026023,  // other: other2
+    1.313673,  // other: other3
+    2.771052,  // other: four
+    0.689237,  // other: high_runs
     0.000000,  // other: rare3
-    0.282066,  // other: rare_letters
-    0.319821,  // other: th_pairs
+    0.282068,  // other: rare_letters
+    0.319826,  // other: th_pairs
     -0.000000, // other: hangul*cjk/bytes
-    1.236063,  // other: json*lower/bytes
-    -0.371246, // other: lower*space_runs/bytes
-    0.231849,  // other: greek
+    1.235927,  // other: json*lower/bytes
+    -0.371240, // other: lower*space_runs/bytes
+    0.231848,  // other: greek
     1.112632,  // other: armenian
     0.111381,  // other: hebrew
     0.000000,  // other: arabic
-    1.348428,  // other: arabic_ext
-    0.961769,  // other: thaana
-    0.047196,  // other: devanagari
-    0.762013,  // other: bengali
-    1.917407,  // other: gurmukhi
-    1.897972,  // other: gujarati
-    1.702366,  // other: oriya
-    0.816754,  // other: tamil
-    1.126905,  // other: telugu
-    1.097757,  // other: kannada
-    1.189820,  // other: malayalam
-    0.820584,  // other: sinhala
-    0.599009,  // other: thai
-    1.686576,  // other: lao
+    1.348427,  // other: arabic_ext
+    0.961768,  // other: thaana
+    0.047191,  // other: devanagari
+    0.762008,  // other: bengali
+    1.917402,  // other: gurmukhi
+    1.897967,  // other: gujarati
+    1.702361,  // other: oriya
+    0.816748,  // other: tamil
+    1.126899,  // other: telugu
+    1.097751,  // other: kannada
+    1.189814,  // other: malayalam
+    0.820578,  // other: sinhala
+    0.599003,  // other: thai
+    1.686570,  // other: lao
     0.000000,  // other: myanmar
-    0.809004,  // other: georgian
-    1.614920,  // other: ethiopic
-    1.841751,  // other: khmer
+    0.808998,  // other: georgian
+    1.614915,  // other: ethiopic
+    1.841743,  // other: khmer
     0.000000,  // other: box
     2.172703,  // other: private_use
-    0.187439,  // other: fullwidth
-    1.355512,  // other: greek_upper
-    1.786206,  // other: hebrew_points
+    0.187433,  // other: fullwidth
+    1.355510,  // other: greek_upper
+    1.786203,  // other: hebrew_points
     0.412343,  // other: arabic_persian
-    1.005515,  // other: arabic_pashto
-    2.040874,  // other: rare_script
-    0.470667,  // other: symbols
-    0.095989,  // other: latin_ext_additional
+    1.005520,  // other: arabic_pashto
+    2.040868,  // other: rare_script
+    0.470662,  // other: symbols
+    0.096017,  // other: latin_ext_additional
     0.010675,  // other: rare_four
-    1.469820,  // other: combining_marks
+    1.469826,  // other: combining_marks
     1.078498,  // code: word_starts
-    0.086436,  // code: upper
-    0.082932,  // code: case_changes
+    0.086434,  // code: upper
+    0.082933,  // code: case_changes
     0.170970,  // code: digits
-    0.207434,  // code: digit_runs
-    0.597888,  // code: alnum_switches
-    0.366544,  // code: long_run
+    0.207436,  // code: digit_runs
+    0.597887,  // code: alnum_switches
+    0.366546,  // code: long_run
     0.000000,  // code: long_word
-    0.245539,  // code: consonant_runs
+    0.245541,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.633867,  // code: space_runs
-    0.541126,  // code: newlines
-    0.264112,  // code: punct
+    0.633869,  // code: space_runs
+    0.541127,  // code: newlines
+    0.264111,  // code: punct
     0.000000,  // code: json
     0.951714,  // code: punct_runs
-    3.196195,  // code: cjk
-    1.273633,  // code: kana
+    3.196198,  // code: cjk
+    1.273631,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
     0.001903,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    17.009756, // code: latin1
-    13.323812, // code: latin_ext
+    17.009748, // code: latin1
+    13.323579, // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
-    4.030276,  // code: four
+    4.030318,  // code: four
     0.000000,  // code: high_runs
     0.000000,  // code: rare3
     0.000000,  // code: rare_letters
-    0.921930,  // code: th_pairs
+    0.921928,  // code: th_pairs
     -0.000000, // code: hangul*cjk/bytes
-    0.112992,  // code: json*lower/bytes
-    -0.791754, // code: lower*space_runs/bytes
+    0.112993,  // code: json*lower/bytes
+    -0.791756, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000000,  // code: hebrew
@@ -1013,7 +1013,7 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.000000,  // code: georgian
     0.000000,  // code: ethiopic
     0.000000,  // code: khmer
-    0.037035,  // code: box
+    0.037037,  // code: box
     0.000000,  // code: private_use
     0.000000,  // code: fullwidth
     0.000000,  // code: greek_upper
@@ -1022,14 +1022,14 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.000000,  // code: arabic_pashto
     0.000000,  // code: rare_script
     0.000000,  // code: symbols
-    1.652039,  // code: latin_ext_additional
+    1.652047,  // code: latin_ext_additional
     0.005366,  // code: rare_four
-    1.469820,  // code: combining_marks
-    0.950420,  // prose: word_starts
+    1.469826,  // code: combining_marks
+    0.950419,  // prose: word_starts
     0.045202,  // prose: upper
     0.000000,  // prose: case_changes
     0.163802,  // prose: digits
-    1.194351,  // prose: digit_runs
+    1.194350,  // prose: digit_runs
     0.000000,  // prose: alnum_switches
     0.000000,  // prose: long_run
     0.303420,  // prose: long_word
@@ -1038,16 +1038,16 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.000000,  // prose: space_runs
     1.318166,  // prose: newlines
     0.000000,  // prose: punct
-    1.164442,  // prose: json
-    0.500523,  // prose: punct_runs
-    0.897397,  // prose: cjk
-    1.430173,  // prose: kana
+    1.164439,  // prose: json
+    0.500524,  // prose: punct_runs
+    0.897396,  // prose: cjk
+    1.430172,  // prose: kana
     0.000741,  // prose: hangul
-    0.467304,  // prose: cyrillic
-    0.116668,  // prose: cyrillic_ext
-    1.651532,  // prose: cyrillic_upper
+    0.467303,  // prose: cyrillic
+    0.116669,  // prose: cyrillic_ext
+    1.651534,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    2.346390,  // prose: latin_ext
+    2.346397,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
     2.609477,  // prose: four
@@ -1056,8 +1056,8 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     1.063292,  // prose: rare_letters
     -2.881675, // prose: th_pairs
     -0.000000, // prose: hangul*cjk/bytes
-    -2.463887, // prose: json*lower/bytes
-    0.763591,  // prose: lower*space_runs/bytes
+    -2.463883, // prose: json*lower/bytes
+    0.763592,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
     0.000050,  // prose: hebrew
@@ -1080,16 +1080,16 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.000001,  // prose: georgian
     0.000000,  // prose: ethiopic
     0.000000,  // prose: khmer
-    0.216622,  // prose: box
+    0.216679,  // prose: box
     0.000000,  // prose: private_use
-    16.463929, // prose: fullwidth
+    16.463907, // prose: fullwidth
     0.000000,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
     0.000000,  // prose: arabic_pashto
     0.000000,  // prose: rare_script
     0.000000,  // prose: symbols
-    2.529273,  // prose: latin_ext_additional
+    2.529322,  // prose: latin_ext_additional
     1.578901,  // prose: rare_four
-    1.469820,  // prose: combining_marks
+    1.469826,  // prose: combining_marks
 ];

@@ -32,7 +32,9 @@ pub const SCRIPT_COUNT: usize = 34;
 ///   character costs about one token per UTF-8 byte (Tibetan, Mongolian, Cherokee, Canadian
 ///   syllabics, Runic, Ogham, Ol Chiki, Tifinagh, Glagolitic, Coptic, Balinese and the other
 ///   scripts of Indonesia and the Philippines, Hangul Jamo (decomposed Korean), Braille, Kangxi
-///   radicals, CJK compatibility ideographs, ...);
+///   radicals, CJK compatibility ideographs, ...), and the precomposed letters of polytonic
+///   Greek (Greek Extended, U+1F00–U+1FFF: `ἀ ῇ ὸ`), which cost about two o200k tokens and
+///   three cl100k tokens each where a monotonic Greek letter costs a half and one and a half;
 /// - `symbols`: arrows, mathematical operators, technical symbols, enclosed alphanumerics,
 ///   geometric shapes, the other symbol blocks of U+2070–U+2AFF and the supplemental
 ///   punctuation of U+2E00–U+2E7F: not the general punctuation
@@ -96,7 +98,6 @@ pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
 /// the granularity of the table for three-byte characters), by index into [`SCRIPT_NAMES`].
 const SCRIPT_RANGES: [(usize, u32, u32); 55] = [
     (0, 0x0370, 0x03FF),  // Greek and Coptic
-    (0, 0x1F00, 0x1FFF),  // Greek Extended
     (1, 0x0530, 0x058F),  // Armenian
     (2, 0x0590, 0x05FF),  // Hebrew
     (3, 0x0600, 0x067F),  // Arabic: the letters Arabic and Persian share
@@ -130,6 +131,7 @@ const SCRIPT_RANGES: [(usize, u32, u32); 55] = [
     (23, 0xE000, 0xF8FF), // Private Use Area
     (24, 0xFF00, 0xFFEF), // Halfwidth and Fullwidth Forms
     (29, 0x0800, 0x089F), // Samaritan, Mandaic, Syriac Supplement, Arabic Extended-B
+    (29, 0x1F00, 0x1FFF), // Greek Extended: the precomposed letters of polytonic Greek
     (29, 0x0F00, 0x0FFF), // Tibetan
     (29, 0x1100, 0x11FF), // Hangul Jamo (decomposed Korean)
     (29, 0x13A0, 0x177F), // Cherokee, Canadian Syllabics, Ogham, Runic, Tagalog to Tagbanwa
