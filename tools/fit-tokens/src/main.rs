@@ -396,6 +396,16 @@ fn main() -> Result<()> {
     }
     let decomposed = count_decomposed(&counted)?;
     let mark_term = marks::term()?;
+    // The combining marks are priced after the fit (`price_marks`).
+    let inputs: Vec<fit::Input> = (0..INPUT_COUNT)
+        .map(
+            |i| match (i % TERM_COUNT == mark_term, input_is_signed(i)) {
+                (true, _) => fit::Input::Unfitted,
+                (false, true) => fit::Input::Signed,
+                (false, false) => fit::Input::NonNegative,
+            },
+        )
+        .collect();
 
     let mut tables = Vec::new();
     for fam in Fam::ALL {
@@ -412,16 +422,6 @@ fn main() -> Result<()> {
             .collect();
         let objective = fam.objective()?;
         let floor_ratio = env_f64("FIT_FLOOR_RATIO", FLOOR_RATIO);
-        // The combining marks are priced after the fit (`price_marks`).
-        let inputs: Vec<fit::Input> = (0..INPUT_COUNT)
-            .map(
-                |i| match (i % TERM_COUNT == mark_term, input_is_signed(i)) {
-                    (true, _) => fit::Input::Unfitted,
-                    (false, true) => fit::Input::Signed,
-                    (false, false) => fit::Input::NonNegative,
-                },
-            )
-            .collect();
         let folds = env_f64("FIT_CV", 0.0) as usize;
         if folds > 1 && fam != Fam::Claude {
             eprintln!(
@@ -506,7 +506,7 @@ fn fit_with_floor(
 /// exactly, each in its source document's half.
 fn count_decomposed(counted: &[Counted]) -> Result<Vec<Counted>> {
     let exact = exact_counter();
-    let decomposed: Vec<Counted> = marks::decomposed(counted.iter().map(|c| (&c.doc, c.train)))
+    let decomposed: Vec<Counted> = marks::decomposed(counted.iter().map(|c| (&c.doc, c.train)))?
         .into_iter()
         .map(|(doc, train)| count_doc(doc, train, &exact))
         .collect::<Result<_>>()?;
@@ -527,13 +527,8 @@ fn price_marks(
     mark_term: usize,
     floor_ratio: f64,
 ) -> Result<()> {
+    // The main fit left these inputs at zero (`fit::Input::Unfitted`).
     let inputs = |kind: usize| kind * TERM_COUNT + mark_term;
-    if (0..KIND_NAMES.len()).any(|kind| beta[inputs(kind)] != 0.0) {
-        bail!(
-            "the main fit priced combining marks: some training document has them, and the second \
-             step assumes none does"
-        );
-    }
     let rows: Vec<marks::Row> = decomposed
         .iter()
         .filter(|c| c.train)

@@ -18,7 +18,7 @@
 //! reported beside the accuracy table.
 
 use anyhow::{Context, Result};
-use ferroloop::tokens::{TERM_COUNT, term_name};
+use ferroloop::tokens::{SCRIPT_NAMES, TERM_COUNT, count_classes, term_name};
 use unicode_normalization_alignments::UnicodeNormalization;
 
 use crate::corpus::Doc;
@@ -32,36 +32,43 @@ pub const SOURCE_CATEGORY: &str = "latin-eu";
 
 /// A decomposed document needs at least this many marks to be a row: fewer, and its ratio says
 /// little about their price.
-pub const MIN_MARKS: usize = 20;
+pub const MIN_MARKS: u64 = 20;
+
+/// The core's name of the count: its script and its model term.
+const NAME: &str = "combining_marks";
 
 /// The model term of the combining marks.
 pub fn term() -> Result<usize> {
     (0..TERM_COUNT)
-        .find(|&t| term_name(t) == "combining_marks")
+        .find(|&t| term_name(t) == NAME)
         .context("the core has no combining_marks term")
 }
 
-/// Whether `c` is a combining diacritical mark (the `combining_marks` count).
-fn is_mark(c: char) -> bool {
-    ('\u{300}'..='\u{36F}').contains(&c)
+/// The combining marks of `text`, as the core counts them.
+fn marks_in(text: &str) -> Result<u64> {
+    let script = SCRIPT_NAMES
+        .iter()
+        .position(|&name| name == NAME)
+        .context("the core has no combining_marks script")?;
+    Ok(count_classes(text.as_bytes()).scripts[script])
 }
 
 /// The decomposed form of each document of [`SOURCE_CATEGORY`] whose NFD has at least
 /// [`MIN_MARKS`] marks, with the document's half.
-pub fn decomposed<'a>(docs: impl Iterator<Item = (&'a Doc, bool)>) -> Vec<(Doc, bool)> {
-    docs.filter(|(doc, _)| doc.category == SOURCE_CATEGORY)
-        .filter_map(|(doc, train)| {
-            let text: String = doc.text.nfd().map(|(c, _)| c).collect();
-            (text.chars().filter(|&c| is_mark(c)).count() >= MIN_MARKS).then(|| {
-                let doc = Doc {
-                    category: CATEGORY,
-                    source: format!("nfd:{}", doc.source),
-                    text,
-                };
-                (doc, train)
-            })
-        })
-        .collect()
+pub fn decomposed<'a>(docs: impl Iterator<Item = (&'a Doc, bool)>) -> Result<Vec<(Doc, bool)>> {
+    let mut out = Vec::new();
+    for (doc, train) in docs.filter(|(doc, _)| doc.category == SOURCE_CATEGORY) {
+        let text: String = doc.text.nfd().map(|(c, _)| c).collect();
+        if marks_in(&text)? >= MIN_MARKS {
+            let doc = Doc {
+                category: CATEGORY,
+                source: format!("nfd:{}", doc.source),
+                text,
+            };
+            out.push((doc, train));
+        }
+    }
+    Ok(out)
 }
 
 /// One training row of the second step: the estimate without the marks' price, the number of
@@ -116,6 +123,7 @@ pub fn price(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -129,12 +137,13 @@ mod tests {
         let french = doc(SOURCE_CATEGORY, &"Créer à partir d'un modèle. ".repeat(10));
         let english = doc(SOURCE_CATEGORY, &"Create from a template. ".repeat(10));
         let prose = doc("prose", &"Créer à partir d'un modèle. ".repeat(10));
-        let out = decomposed([(&french, true), (&english, false), (&prose, true)].into_iter());
+        let out =
+            decomposed([(&french, true), (&english, false), (&prose, true)].into_iter()).unwrap();
         assert_eq!(out.len(), 1);
         let (d, train) = &out[0];
         assert!(*train);
         assert_eq!(d.category, CATEGORY);
-        assert_eq!(d.text.chars().filter(|&c| is_mark(c)).count(), 30);
+        assert_eq!(marks_in(&d.text).unwrap(), 30);
         assert!(d.text.starts_with("Cre\u{301}er a\u{300}"));
         assert!(term().is_ok());
     }
