@@ -24,6 +24,9 @@
 /// characters and the combining marks (see [`SCRIPT_NAMES`]).
 pub const SCRIPT_COUNT: usize = 34;
 
+/// Index of `rare_script` in [`SCRIPT_NAMES`].
+pub const RARE_SCRIPT: usize = 29;
+
 /// Script names, in the order of [`ClassCounts::scripts`](super::ClassCounts::scripts). Entries
 /// 25–28 are characters of the scripts before them that count apart (`SCRIPT_CHARACTERS`); the
 /// last five are groups of blocks rather than scripts:
@@ -32,9 +35,13 @@ pub const SCRIPT_COUNT: usize = 34;
 ///   character costs about one token per UTF-8 byte (Tibetan, Mongolian, Cherokee, Canadian
 ///   syllabics, Runic, Ogham, Ol Chiki, Tifinagh, Glagolitic, Coptic, Balinese and the other
 ///   scripts of Indonesia and the Philippines, Hangul Jamo (decomposed Korean), Braille, Kangxi
-///   radicals, CJK compatibility ideographs, ...), and the precomposed letters of polytonic
+///   radicals, CJK compatibility ideographs, ...), the precomposed letters of polytonic
 ///   Greek (Greek Extended, U+1F00–U+1FFF: `ἀ ῇ ὸ`), which cost about two o200k tokens and
-///   three cl100k tokens each where a monotonic Greek letter costs a half and one and a half;
+///   three cl100k tokens each where a monotonic Greek letter costs a half and one and a half,
+///   and the blocks that share Hangul's lead byte `EA` below its syllables (U+A000–U+ABFF: Yi,
+///   Lisu, Vai, Bamum, Javanese, Cham, Meetei Mayek, Latin Extended-D, ...), which the class
+///   kernels tell from Hangul by the lead's first continuation byte
+///   ([`ClassCounts::hangul`](super::ClassCounts::hangul)) and count here instead;
 /// - `symbols`: arrows, mathematical operators, technical symbols, enclosed alphanumerics,
 ///   geometric shapes, the other symbol blocks of U+2070–U+2AFF and the supplemental
 ///   punctuation of U+2E00–U+2E7F: not the general punctuation
@@ -738,6 +745,11 @@ mod tests {
         assert_eq!(c[of("combining_marks")], 2);
         assert_eq!(c[of("greek")], 1);
         assert_eq!(c.iter().sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn rare_script_is_named_by_its_index() {
+        assert_eq!(SCRIPT_NAMES[RARE_SCRIPT], "rare_script");
     }
 
     #[test]

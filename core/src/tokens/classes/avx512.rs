@@ -596,6 +596,8 @@ struct HighPart {
     buffered: usize,
     counts: Counts<2>,
     rare3: u64,
+    /// Characters of U+A000–U+ABFF ([`super::is_pre_hangul`]).
+    pre_hangul: u64,
     scripts: ScriptIds,
 }
 
@@ -612,6 +614,7 @@ impl HighPart {
             buffered: 0,
             counts: Counts::new(),
             rare3: 0,
+            pre_hangul: 0,
             scripts: ScriptIds {
                 ids: [0; SCRIPT_IDS + 64],
                 len: 0,
@@ -648,7 +651,9 @@ impl HighPart {
         }
         let east_asian = _mm512_test_epi8_mask(pair, _mm512_set1_epi8(EAST_ASIAN as i8));
         if east_asian != 0 {
-            self.rare3 += rare3(east_asian, v, next1, next2);
+            let (rare, pre_hangul) = rare3(east_asian, v, next1, next2);
+            self.rare3 += rare;
+            self.pre_hangul += pre_hangul;
         }
         // Leads of `other2`/`other3` characters and of four-byte ones (`F0`..=`F4`), whose
         // scripts are told apart.
@@ -670,16 +675,22 @@ impl HighPart {
     }
 
     /// The positional counts of the lead classes (vector 0) and the counted pair bits (vector
-    /// 1), the rare-character count and the script counts.
+    /// 1), the rare-character count, the count of U+A000–U+ABFF characters and the script
+    /// counts.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vpopcntdq,gfni,popcnt")]
-    fn finish(mut self) -> (Counts<2>, u64, [u64; SCRIPT_COUNT]) {
+    fn finish(mut self) -> (Counts<2>, u64, u64, [u64; SCRIPT_COUNT]) {
         for events in &self.buffer[..self.buffered] {
             self.counts.add(events, 0);
         }
         self.planes.count(&mut self.counts);
         self.scripts.flush();
-        (self.counts, self.rare3, self.scripts.scripts)
+        (
+            self.counts,
+            self.rare3,
+            self.pre_hangul,
+            self.scripts.scripts,
+        )
     }
 }
 
@@ -738,10 +749,11 @@ fn continuations(x: __m512i) -> u64 {
 }
 
 /// How many of the kana/CJK/hangul leads `leads` of `v` (continuations in `next1`, `next2`)
-/// are not common characters ([`super::is_common3`]).
+/// are not common characters ([`super::is_common3`]) and not in U+A000–U+ABFF, and how many
+/// are in U+A000–U+ABFF ([`super::is_pre_hangul`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
-fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> u64 {
+fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, u64) {
     let complete = leads & continuations(next1) & continuations(next2);
     // A lead without two continuation bytes is not a common character.
     let mut rare = u64::from((leads & !complete).count_ones());
@@ -759,13 +771,20 @@ fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> u64 {
         _mm512_set1_epi16(0x0FC0),
     );
     let code_points = _mm512_or_si512(low12, _mm512_slli_epi16::<12>(words(v)));
+    // Lanes of U+A000–U+ABFF, which count apart and not as rare ideographs.
+    let lanes = ((1u64 << n) - 1) as u32;
+    let pre_hangul = _mm512_mask_cmplt_epu16_mask(
+        lanes,
+        _mm512_sub_epi16(code_points, _mm512_set1_epi16(0xA000u16 as i16)),
+        _mm512_set1_epi16(0x0C00),
+    );
     // A lead in `E3`..=`ED` gives a code point in `0x3000..0xE000`: an index in the bitmap.
     let indices = _mm512_sub_epi16(code_points, _mm512_set1_epi16(COMMON3_FIRST as i16));
     let bitmap = &super::super::common3::COMMON3;
     // The bitmap as 32-bit words (little-endian: bit `i` of a `u64` is bit `i % 32` of its
     // word `i / 32`), one gathered word per lead.
     let last_word = _mm512_set1_epi32((bitmap.len() * 2 - 1) as i32);
-    let lookup = |half: __m256i, count: usize| {
+    let lookup = |half: __m256i, count: usize, skipped: u16| {
         let index = _mm512_cvtepu16_epi32(half);
         let word_index = _mm512_min_epu32(_mm512_srli_epi32::<5>(index), last_word);
         let lanes = ((1u32 << count) - 1) as u16;
@@ -782,13 +801,21 @@ fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> u64 {
         let bit = _mm512_and_si512(index, _mm512_set1_epi32(31));
         let bits = _mm512_srlv_epi32(words, bit);
         let common = _mm512_mask_test_epi32_mask(lanes, bits, _mm512_set1_epi32(1));
-        (count - common.count_ones() as usize) as u64
+        (count - (common | skipped).count_ones() as usize) as u64
     };
-    rare += lookup(_mm512_castsi512_si256(indices), n.min(16));
+    rare += lookup(
+        _mm512_castsi512_si256(indices),
+        n.min(16),
+        pre_hangul as u16,
+    );
     if n > 16 {
-        rare += lookup(_mm512_extracti64x4_epi64::<1>(indices), n - 16);
+        rare += lookup(
+            _mm512_extracti64x4_epi64::<1>(indices),
+            n - 16,
+            (pre_hangul >> 16) as u16,
+        );
     }
-    rare
+    (rare, u64::from(pre_hangul.count_ones()))
 }
 
 /// Script ids (a script's index in `scripts::SCRIPT_NAMES` plus one; 0: none) of the
@@ -1037,9 +1064,10 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
         }
     }
     planes.count(&mut counts);
-    let (high_counts, rare3, scripts) = high.finish();
+    let (high_counts, rare3, pre_hangul, scripts) = high.finish();
     let mut counts = finish(bytes.len() as u64, &counts, &high_counts, rare3);
     counts.scripts = scripts;
+    super::move_pre_hangul(&mut counts, pre_hangul);
     counts.th_pairs = th.total;
     counts
 }
