@@ -755,6 +755,16 @@ fn continuations(x: __m512i) -> u64 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
 fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, u64) {
     let complete = leads & continuations(next1) & continuations(next2);
+    // Characters of U+A000–U+ABFF: lead `EA`, first continuation below `B0`. Chinese and
+    // Japanese text has no `EA` lead, and skips the second compare.
+    let ea = _mm512_mask_cmpeq_epi8_mask(complete, v, _mm512_set1_epi8(0xEAu8 as i8));
+    let pre_hangul = if ea == 0 {
+        0
+    } else {
+        u64::from(
+            _mm512_mask_cmplt_epu8_mask(ea, next1, _mm512_set1_epi8(0xB0u8 as i8)).count_ones(),
+        )
+    };
     // A lead without two continuation bytes is not a common character.
     let mut rare = u64::from((leads & !complete).count_ones());
     // Each complete lead is followed by two bytes that are not leads: at most 22 in a block
@@ -771,20 +781,13 @@ fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, u64) {
         _mm512_set1_epi16(0x0FC0),
     );
     let code_points = _mm512_or_si512(low12, _mm512_slli_epi16::<12>(words(v)));
-    // Lanes of U+A000–U+ABFF, which count apart and not as rare ideographs.
-    let lanes = ((1u64 << n) - 1) as u32;
-    let pre_hangul = _mm512_mask_cmplt_epu16_mask(
-        lanes,
-        _mm512_sub_epi16(code_points, _mm512_set1_epi16(0xA000u16 as i16)),
-        _mm512_set1_epi16(0x0C00),
-    );
     // A lead in `E3`..=`ED` gives a code point in `0x3000..0xE000`: an index in the bitmap.
     let indices = _mm512_sub_epi16(code_points, _mm512_set1_epi16(COMMON3_FIRST as i16));
     let bitmap = &super::super::common3::COMMON3;
     // The bitmap as 32-bit words (little-endian: bit `i` of a `u64` is bit `i % 32` of its
     // word `i / 32`), one gathered word per lead.
     let last_word = _mm512_set1_epi32((bitmap.len() * 2 - 1) as i32);
-    let lookup = |half: __m256i, count: usize, skipped: u16| {
+    let lookup = |half: __m256i, count: usize| {
         let index = _mm512_cvtepu16_epi32(half);
         let word_index = _mm512_min_epu32(_mm512_srli_epi32::<5>(index), last_word);
         let lanes = ((1u32 << count) - 1) as u16;
@@ -801,21 +804,14 @@ fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, u64) {
         let bit = _mm512_and_si512(index, _mm512_set1_epi32(31));
         let bits = _mm512_srlv_epi32(words, bit);
         let common = _mm512_mask_test_epi32_mask(lanes, bits, _mm512_set1_epi32(1));
-        (count - (common | skipped).count_ones() as usize) as u64
+        (count - common.count_ones() as usize) as u64
     };
-    rare += lookup(
-        _mm512_castsi512_si256(indices),
-        n.min(16),
-        pre_hangul as u16,
-    );
+    rare += lookup(_mm512_castsi512_si256(indices), n.min(16));
     if n > 16 {
-        rare += lookup(
-            _mm512_extracti64x4_epi64::<1>(indices),
-            n - 16,
-            (pre_hangul >> 16) as u16,
-        );
+        rare += lookup(_mm512_extracti64x4_epi64::<1>(indices), n - 16);
     }
-    (rare, u64::from(pre_hangul.count_ones()))
+    // The lookup counted them as rare: none of them is common (a test checks the bitmap).
+    (rare - pre_hangul, pre_hangul)
 }
 
 /// Script ids (a script's index in `scripts::SCRIPT_NAMES` plus one; 0: none) of the
