@@ -44,6 +44,10 @@
 //! were estimated at 0.38, 0.46 and 0.34 of their o200k counts, 0.75, 0.86 and 0.71 of cl100k's,
 //! and `claude` at 0.79–0.94 of the larger.
 //!
+//! Also since session 46 Syriac and N'Ko, two-byte scripts that shared Thaana's count and were
+//! estimated at 0.84 of their o200k counts, count with `rare_script` too; its price, fitted on
+//! three-byte scripts, over-estimates them by about a quarter.
+//!
 //! Needs the exact counters (`cargo test -p ferroloop --features exact --test tokens_scripts`).
 #![cfg(feature = "exact")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -58,7 +62,7 @@ const CEILING: f64 = 3.0;
 
 /// Sentences written for this test (not from the fitting corpus), each repeated to a few hundred
 /// tokens so that rounding does not matter.
-const TEXTS: [(&str, &str); 40] = [
+const TEXTS: [(&str, &str); 42] = [
     (
         "arabic",
         "تعتبر اللغة العربية من أكثر اللغات انتشاراً في العالم، ويتحدث بها ملايين الناس. وهي لغة رسمية في كثير من الدول.\n",
@@ -182,6 +186,15 @@ const TEXTS: [(&str, &str); 40] = [
         "polytonic greek",
         "Ἡ γλῶσσα ἡ ἑλληνικὴ πολλοὺς αἰῶνας ἐγράφετο μετὰ πνευμάτων καὶ τόνων, ὡς ἐν τοῖς \
          ἀρχαίοις βιβλίοις ὁρῶμεν.\n",
+    ),
+    // Two-byte scripts that shared Thaana's count.
+    (
+        "syriac",
+        "ܠܫܢܐ ܣܘܪܝܝܐ ܗܘ ܠܫܢܐ ܕܐܬܡܠܠ ܒܗ ܒܡܕܢܚܐ ܡܨܥܝܐ، ܘܐܝܬ ܠܗ ܟܬܒܐ ܣܓܝܐܐ ܥܬܝܩܐ ܕܥܕܬܐ.\n",
+    ),
+    (
+        "nko",
+        "ߒߞߏ ߦߋ߫ ߛߓߍߛߎ߲ ߘߏ߫ ߟߋ߬ ߘߌ߫ ߸ ߡߊ߲ߘߋ߲ ߞߊ߲ ߠߎ߬ ߛߓߍ ߟߊ߫ ߊ߬ ߟߊ߫ ߞߏ߬ߝߐ ߟߎ߬ ߞߊ߲߬.\n",
     ),
     // Lead `EA` below the Hangul syllables (U+A000–U+ABFF).
     (

@@ -38,6 +38,8 @@ pub const RARE_SCRIPT: usize = 29;
 ///   radicals, CJK compatibility ideographs, ...), the precomposed letters of polytonic
 ///   Greek (Greek Extended, U+1F00–U+1FFF: `ἀ ῇ ὸ`), which cost about two o200k tokens and
 ///   three cl100k tokens each where a monotonic Greek letter costs a half and one and a half,
+///   the two-byte Syriac and N'Ko (over-estimated by about a quarter, since the price is
+///   fitted on three-byte scripts, where Thaana's price, which they shared, had them at 0.84),
 ///   and the blocks that share Hangul's lead byte `EA` below its syllables (U+A000–U+ABFF: Yi,
 ///   Lisu, Vai, Bamum, Javanese, Cham, Meetei Mayek, Latin Extended-D, ...), which the class
 ///   kernels tell from Hangul by the lead's first continuation byte
@@ -103,7 +105,7 @@ pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
 
 /// The code point ranges of each script (inclusive; each starts and ends on a multiple of 16,
 /// the granularity of the table for three-byte characters), by index into [`SCRIPT_NAMES`].
-const SCRIPT_RANGES: [(usize, u32, u32); 55] = [
+const SCRIPT_RANGES: [(usize, u32, u32); 56] = [
     (0, 0x0370, 0x03FF),  // Greek and Coptic
     (1, 0x0530, 0x058F),  // Armenian
     (2, 0x0590, 0x05FF),  // Hebrew
@@ -113,8 +115,7 @@ const SCRIPT_RANGES: [(usize, u32, u32); 55] = [
     (4, 0x08A0, 0x08FF),  // Arabic Extended-A
     (4, 0xFB50, 0xFDFF),  // Arabic Presentation Forms-A
     (4, 0xFE70, 0xFEFF),  // Arabic Presentation Forms-B
-    (5, 0x0700, 0x074F),  // Syriac
-    (5, 0x0780, 0x07FF),  // Thaana, NKo
+    (5, 0x0780, 0x07BF),  // Thaana
     (6, 0x0900, 0x097F),  // Devanagari
     (7, 0x0980, 0x09FF),  // Bengali
     (8, 0x0A00, 0x0A7F),  // Gurmukhi
@@ -137,6 +138,8 @@ const SCRIPT_RANGES: [(usize, u32, u32); 55] = [
     (22, 0x2500, 0x259F), // Box Drawing, Block Elements
     (23, 0xE000, 0xF8FF), // Private Use Area
     (24, 0xFF00, 0xFFEF), // Halfwidth and Fullwidth Forms
+    (29, 0x0700, 0x074F), // Syriac
+    (29, 0x07C0, 0x07FF), // NKo
     (29, 0x0800, 0x089F), // Samaritan, Mandaic, Syriac Supplement, Arabic Extended-B
     (29, 0x1F00, 0x1FFF), // Greek Extended: the precomposed letters of polytonic Greek
     (29, 0x0F00, 0x0FFF), // Tibetan
@@ -750,6 +753,16 @@ mod tests {
     #[test]
     fn rare_script_is_named_by_its_index() {
         assert_eq!(SCRIPT_NAMES[RARE_SCRIPT], "rare_script");
+    }
+
+    #[test]
+    fn syriac_and_nko_count_as_rare_scripts_and_thaana_apart() {
+        // Syriac 4 (U+074F, its last), N'Ko 3 (U+07FF, its last), Thaana 4 (U+07BF, its last).
+        let text = "ܠܫܢ\u{74F} ߒߞ\u{7FF} ދިވ\u{7BF}";
+        let c = counted(text.as_bytes());
+        assert_eq!(c, reference(text));
+        assert_eq!(c[RARE_SCRIPT], 4 + 3);
+        assert_eq!(c[of("thaana")], 4);
     }
 
     #[test]
