@@ -360,7 +360,8 @@ const fn is_east_asian_lead(b: u8) -> bool {
 /// complete character of U+A000–U+ABFF: lead `EA`, first continuation below `B0` (Hangul
 /// syllables start at U+AC00, `EA B0 80`). Byte classes count lead `EA` as Hangul; the kernels
 /// count these characters apart while they look the east-Asian leads up in the [`is_common3`]
-/// bitmap (none of them is common), and [`move_pre_hangul`] moves them.
+/// bitmap (none of them is common), and move them from `hangul` to `other3` and the
+/// `rare_script` count once the byte classes are applied.
 #[inline(always)]
 pub const fn is_pre_hangul(word: u32) -> bool {
     word & 0x00C0_C0FF == 0x0080_80EA && (word >> 8) & 0xFF < 0xB0
@@ -368,7 +369,7 @@ pub const fn is_pre_hangul(word: u32) -> bool {
 
 /// Moves `pre_hangul` characters ([`is_pre_hangul`]) from `hangul` to `other3` and the
 /// `rare_script` script count, once the byte classes are applied.
-pub(super) fn move_pre_hangul(c: &mut ClassCounts, pre_hangul: u64) {
+fn move_pre_hangul(c: &mut ClassCounts, pre_hangul: u64) {
     debug_assert!(c.hangul >= pre_hangul);
     c.hangul = c.hangul.saturating_sub(pre_hangul);
     c.other3 += pre_hangul;
