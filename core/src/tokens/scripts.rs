@@ -21,15 +21,16 @@
 
 /// Number of script counts: 25 scripts, 4 groups of characters counted apart from their script,
 /// then 3 groups of three-byte characters the first 25 left at the flat price, 1 of four-byte
-/// characters and the combining marks (see [`SCRIPT_NAMES`]).
-pub const SCRIPT_COUNT: usize = 34;
+/// characters, the combining marks and the miscellaneous symbols and dingbats (see
+/// [`SCRIPT_NAMES`]).
+pub const SCRIPT_COUNT: usize = 35;
 
 /// Index of `rare_script` in [`SCRIPT_NAMES`].
 pub const RARE_SCRIPT: usize = 29;
 
 /// Script names, in the order of [`ClassCounts::scripts`](super::ClassCounts::scripts). Entries
 /// 25–28 are characters of the scripts before them that count apart (`SCRIPT_CHARACTERS`); the
-/// last five are groups of blocks rather than scripts:
+/// last six are groups of blocks rather than scripts:
 ///
 /// - `rare_script`: letters of scripts the vocabularies have (almost) no tokens for, so that each
 ///   character costs about one token per UTF-8 byte (Tibetan, Mongolian, Cherokee, Canadian
@@ -48,8 +49,7 @@ pub const RARE_SCRIPT: usize = 29;
 ///   geometric shapes, the other symbol blocks of U+2070–U+2AFF and the supplemental
 ///   punctuation of U+2E00–U+2E7F: not the general punctuation
 ///   and currency signs of prose, nor box drawing, which has its own count, nor the blocks of
-///   U+2600–U+27BF and U+2B00–U+2BFF, where the three-byte emoji are (✅ ❤ ⚠ ✨ ⭐ ☕, priced
-///   with the four-byte ones they appear among);
+///   U+2600–U+27BF and U+2B00–U+2BFF (`misc_symbols`);
 /// - `latin_ext_additional`: Latin Extended Additional (U+1E00–U+1EFF), the precomposed letters
 ///   of Vietnamese (ạ ế ồ ữ ...), which o200k spends about a token on and claude-legacy more;
 /// - `rare_four`: four-byte characters other than emoji: the scripts and symbols of U+10000–U+1EFFF
@@ -62,7 +62,14 @@ pub const RARE_SCRIPT: usize = 29;
 ///   `e` + U+0301 for `é`, as macOS writes file names and some PDFs copy text), which o200k and
 ///   cl100k spend one to two tokens on, each. No document of the corpus has them, so the fit
 ///   cannot price them; `tools/fit-tokens` prices them in a second step, on the decomposed forms
-///   of its Latin catalogs, with every other coefficient fixed.
+///   of its Latin catalogs, with every other coefficient fixed;
+/// - `misc_symbols`: the miscellaneous symbols, the dingbats and the symbols and arrows of
+///   U+2B00–U+2BFF (`★ ☆ ☐ ☑ ♥ ✓ ✗ ✔ ✂ ⬆`), among which are the three-byte emoji (`✅ ❤ ⚠ ✨ ⭐
+///   ☕`): o200k spends about a token on many of them, claude-legacy about one per byte. At the
+///   flat `other3` price a list of star ratings was estimated at 0.70 of its claude-legacy
+///   count. No corpus category has enough of them, and as a term of the main fit they took
+///   prices of 14–25 tokens in the `script` kind from a few ideograph documents, so they are
+///   priced like the combining marks, in a second step, on generated lines of such symbols.
 ///
 /// Before they had counts of their own these characters cost the flat `other3` price, fitted on
 /// scripts the vocabularies know: Tibetan was estimated at a quarter of its o200k count.
@@ -101,11 +108,12 @@ pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
     "latin_ext_additional",
     "rare_four",
     "combining_marks",
+    "misc_symbols",
 ];
 
 /// The code point ranges of each script (inclusive; each starts and ends on a multiple of 16,
 /// the granularity of the table for three-byte characters), by index into [`SCRIPT_NAMES`].
-const SCRIPT_RANGES: [(usize, u32, u32); 56] = [
+const SCRIPT_RANGES: [(usize, u32, u32); 58] = [
     (0, 0x0370, 0x03FF),  // Greek and Coptic
     (1, 0x0530, 0x058F),  // Armenian
     (2, 0x0590, 0x05FF),  // Hebrew
@@ -162,6 +170,8 @@ const SCRIPT_RANGES: [(usize, u32, u32); 56] = [
     (30, 0x2E00, 0x2E7F), // Supplemental Punctuation
     (31, 0x1E00, 0x1EFF), // Latin Extended Additional (Vietnamese)
     (33, 0x0300, 0x036F), // Combining Diacritical Marks
+    (34, 0x2600, 0x27BF), // Miscellaneous Symbols, Dingbats
+    (34, 0x2B00, 0x2BFF), // Miscellaneous Symbols and Arrows
 ];
 
 /// Two-byte characters whose script differs from their range's in [`SCRIPT_RANGES`] (inclusive
@@ -721,11 +731,25 @@ mod tests {
 
     #[test]
     fn other_scripts_and_classes_are_not_counted() {
-        // Latin-1, Latin Extended, Cyrillic, CJK, kana, hangul, emoji (four-byte, and the
-        // three-byte ones of U+2600–U+27BF and U+2B00–U+2BFF), general punctuation, currency
-        // signs, variation selectors, the replacement character.
-        let text = "é ł ж 中 か 한 😀 ✅ ❤\u{FE0F} ⭐ “quotes” — € \u{FFFD}";
+        // Latin-1, Latin Extended, Cyrillic, CJK, kana, hangul, four-byte emoji, general
+        // punctuation, currency signs, variation selectors, the replacement character.
+        let text = "é ł ж 中 か 한 😀 “quotes” — € \u{FE0F} \u{FFFD}";
         assert_eq!(counted(text.as_bytes()), [0; SCRIPT_COUNT]);
+    }
+
+    #[test]
+    fn counts_miscellaneous_symbols_and_dingbats() {
+        // U+2600 and U+27BF (the ends of the first range), U+2B00 and U+2BFF (of the second),
+        // and the three-byte emoji, stars, boxes and marks between them; a variation selector
+        // is not one.
+        let text = "\u{2600}\u{27BF}\u{2B00}\u{2BFF} ✅ ❤\u{FE0F} ⭐ ★☆ ☐☑ ✓✗ ⬆";
+        let c = counted(text.as_bytes());
+        assert_eq!(c, reference(text));
+        assert_eq!(c[of("misc_symbols")], 4 + 1 + 1 + 1 + 2 + 2 + 2 + 1);
+        assert_eq!(c.iter().sum::<u64>(), c[of("misc_symbols")]);
+        // Beside them: geometric shapes and mathematical symbols stay `symbols`.
+        let c = counted("■ ⟶ ★".as_bytes());
+        assert_eq!((c[of("symbols")], c[of("misc_symbols")]), (2, 1));
     }
 
     #[test]

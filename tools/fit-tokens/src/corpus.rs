@@ -1708,6 +1708,70 @@ pub fn guard_docs(roots: &Roots, selection: &Selection) -> Vec<Doc> {
     docs
 }
 
+/// Lines of miscellaneous symbols and dingbats (the `misc_symbols` count), generated for the
+/// second step that prices them (`symbols.rs`), never rows of the main fit: even-numbered
+/// documents are the training half, odd-numbered ones held out.
+pub fn misc_symbol_docs(selection: &Selection, category: &'static str) -> Vec<(Doc, bool)> {
+    let mut g = Rng::new(selection.seed ^ 0x6D69_7363_0000);
+    (0..48)
+        .map(|n| (generated(category, n, gen_misc_symbols(&mut g)), n % 2 == 0))
+        .collect()
+}
+
+/// Symbols of the `misc_symbols` count (U+2600–U+27BF, U+2B00–U+2BFF) as text uses them:
+/// ratings, check boxes and marks, bullets, weather and card signs, dingbats, arrows.
+const MISC_SYMBOLS: &str =
+    "★☆☐☑☒♥♡♠♣♦♪♫☀☁☂☎☕☺☹♻⚙⚡⚠⚑⚐✓✔✗✘✖✕✂✈✉✏✒✎✦✧✩✪✱✳❄❖❗❓❤➔➜➤➕➖➗⬆⬇⬅⬛⬜⭐⭕";
+
+/// Lines with symbols of [`MISC_SYMBOLS`]: ratings (five stars, some filled, before a few
+/// words), task lists (a box or mark before a few words), table rows of marks, or runs of
+/// symbols alone.
+fn gen_misc_symbols(g: &mut Rng) -> String {
+    let style = g.range(0, 4);
+    let target = g.range(600, 3_000);
+    let symbols: Vec<char> = MISC_SYMBOLS.chars().collect();
+    let mut s = String::new();
+    while s.len() < target {
+        match style {
+            0 => {
+                let filled = g.range(0, 6);
+                s.push_str(&"★".repeat(filled));
+                s.push_str(&"☆".repeat(5 - filled));
+                for _ in 0..g.range(1, 6) {
+                    s.push(' ');
+                    s.push_str(g.pick::<&str>(WORDS));
+                }
+            }
+            1 => {
+                s.push(*g.pick(&symbols));
+                for _ in 0..g.range(1, 6) {
+                    s.push(' ');
+                    s.push_str(g.pick::<&str>(WORDS));
+                }
+            }
+            2 => {
+                s.push_str("| ");
+                s.push_str(g.pick::<&str>(WORDS));
+                for _ in 0..g.range(2, 6) {
+                    s.push_str(" | ");
+                    s.push(*g.pick(&symbols));
+                }
+                s.push_str(" |");
+            }
+            _ => {
+                for _ in 0..g.range(4, 24) {
+                    s.push(*g.pick(&symbols));
+                    if g.chance(0.3) {
+                        s.push(' ');
+                    }
+                }
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// A script of the `rare_script` count (`ferroloop::tokens::scripts`) for `guard-rare-scripts`.
 struct RareScript {
     /// The ranges its words' letters are drawn from (inclusive code points).
@@ -2165,5 +2229,33 @@ source = "git+https://example.com/from-git#0123"
         assert_eq!(of(&[]).len(), 16);
         // The hash of the whole is the hash of the parts in turn.
         assert_eq!(of(&["ab"]), format!("{:016x}", fnv1a(b"ab\0")));
+    }
+
+    #[test]
+    fn misc_symbol_documents_hold_the_symbols_and_split_in_halves() {
+        use ferroloop::tokens::{SCRIPT_NAMES, count_classes};
+        let misc = SCRIPT_NAMES
+            .iter()
+            .position(|&name| name == "misc_symbols")
+            .unwrap();
+        let docs = misc_symbol_docs(&Selection::fresh(7), "misc-symbols");
+        assert_eq!(
+            docs.iter().filter(|(_, train)| *train).count(),
+            docs.len() / 2
+        );
+        for (doc, _) in &docs {
+            assert_eq!(doc.category, "misc-symbols");
+            assert!(
+                count_classes(doc.text.as_bytes()).scripts[misc] >= 10,
+                "{}",
+                doc.text
+            );
+        }
+        // Every symbol of the list is of the count.
+        let all = count_classes(MISC_SYMBOLS.as_bytes()).scripts[misc];
+        assert_eq!(all, MISC_SYMBOLS.chars().count() as u64);
+        // The same seed, the same documents.
+        let again = misc_symbol_docs(&Selection::fresh(7), "misc-symbols");
+        assert!(docs.iter().zip(&again).all(|(a, b)| a.0.text == b.0.text));
     }
 }

@@ -1,8 +1,8 @@
 //! `fit-tokens`: builds the estimator's fitting corpus from text on this machine plus seeded
 //! generators, counts it exactly (tiktoken-rs `o200k`/`cl100k`, claude-tokenizer for
 //! `claude-legacy`), fits the per-family models on one half, prices the combining marks of
-//! decomposed text in a second step (`marks.rs`), prints the accuracy table on the held-out
-//! half and writes:
+//! decomposed text and the miscellaneous symbols in second steps (`marks.rs`, `symbols.rs`),
+//! prints the accuracy table on the held-out half and writes:
 //!
 //! - `core/src/tokens/coefficients.rs` (the tables the core includes),
 //! - `tests/tokens/manifest.json` (seed, sources, sizes: what the corpus was on this machine),
@@ -23,6 +23,7 @@
 mod corpus;
 mod fit;
 mod marks;
+mod symbols;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -395,16 +396,20 @@ fn main() -> Result<()> {
         dump_features(Path::new(&path), &counted)?;
     }
     let decomposed = count_decomposed(&counted)?;
+    let symbol_docs = count_symbol_docs(&selection)?;
     let mark_term = marks::term()?;
-    // The combining marks are priced after the fit (`price_marks`).
+    let symbol_term = symbols::term()?;
+    // The combining marks and the miscellaneous symbols are priced after the fit
+    // (`price_term`).
     let inputs: Vec<fit::Input> = (0..INPUT_COUNT)
-        .map(
-            |i| match (i % TERM_COUNT == mark_term, input_is_signed(i)) {
+        .map(|i| {
+            let term = i % TERM_COUNT;
+            match (term == mark_term || term == symbol_term, input_is_signed(i)) {
                 (true, _) => fit::Input::Unfitted,
                 (false, true) => fit::Input::Signed,
                 (false, false) => fit::Input::NonNegative,
-            },
-        )
+            }
+        })
         .collect();
 
     let mut tables = Vec::new();
@@ -431,7 +436,22 @@ fn main() -> Result<()> {
         }
         let (mut beta, scale) = fit_with_floor(&rows, &inputs, objective, floor_ratio);
         eprintln!("{}: safety scale {scale:.4}", fam.name());
-        price_marks(&mut beta, fam, &decomposed, mark_term, floor_ratio)?;
+        let mark_price = price_term(&mut beta, fam, &decomposed, mark_term, floor_ratio)?;
+        eprintln!(
+            "{}: combining mark price {:.4} ({} training documents, lowest ratio {:.3})",
+            fam.name(),
+            mark_price.price,
+            mark_price.rows,
+            mark_price.lowest
+        );
+        let symbol_price = price_term(&mut beta, fam, &symbol_docs, symbol_term, floor_ratio)?;
+        eprintln!(
+            "{}: misc symbol price {:.4} ({} training documents, lowest ratio {:.3})",
+            fam.name(),
+            symbol_price.price,
+            symbol_price.rows,
+            symbol_price.lowest
+        );
         if std::env::var_os("FIT_DEBUG").is_some() && fam == Fam::O200k {
             debug_worst(&counted, fam, &beta);
         }
@@ -441,7 +461,7 @@ fn main() -> Result<()> {
         tables.push((fam, beta));
     }
 
-    let report = accuracy_report(&counted, &decomposed, &tables);
+    let report = accuracy_report(&counted, &decomposed, &symbol_docs, &tables);
     println!("{report}");
     if args.dry_run {
         return Ok(());
@@ -518,18 +538,37 @@ fn count_decomposed(counted: &[Counted]) -> Result<Vec<Counted>> {
     Ok(decomposed)
 }
 
-/// The second step ([`marks`]): prices a combining mark on the training half of `decomposed`
-/// with every other coefficient of `beta` fixed, and sets that price in every text kind.
-fn price_marks(
+/// The generated lines of miscellaneous symbols ([`corpus::misc_symbol_docs`]), counted
+/// exactly, in their halves.
+fn count_symbol_docs(selection: &corpus::Selection) -> Result<Vec<Counted>> {
+    let exact = exact_counter();
+    corpus::misc_symbol_docs(selection, symbols::CATEGORY)
+        .into_iter()
+        .map(|(doc, train)| count_doc(doc, train, &exact))
+        .collect()
+}
+
+/// What a second step priced: the price, its training rows, and the lowest training ratio at
+/// that price.
+struct TermPrice {
+    price: f64,
+    rows: usize,
+    lowest: f64,
+}
+
+/// A second step ([`marks`], [`symbols`]): prices one term (its inputs left out of the main fit,
+/// `fit::Input::Unfitted`) on the training half of `docs` with every other coefficient of `beta`
+/// fixed, and sets that price in every text kind.
+fn price_term(
     beta: &mut [f64],
     fam: Fam,
-    decomposed: &[Counted],
-    mark_term: usize,
+    docs: &[Counted],
+    term: usize,
     floor_ratio: f64,
-) -> Result<()> {
+) -> Result<TermPrice> {
     // The main fit left these inputs at zero (`fit::Input::Unfitted`).
-    let inputs = |kind: usize| kind * TERM_COUNT + mark_term;
-    let rows: Vec<marks::Row> = decomposed
+    let inputs = |kind: usize| kind * TERM_COUNT + term;
+    let rows: Vec<marks::Row> = docs
         .iter()
         .filter(|c| c.train)
         .map(|c| {
@@ -537,7 +576,7 @@ fn price_marks(
             marks::Row {
                 base: fit::predict(beta, features),
                 // The gates sum to one: the kinds' shares of the count add up to the count.
-                marks: (0..KIND_NAMES.len())
+                count: (0..KIND_NAMES.len())
                     .map(|kind| features[inputs(kind)])
                     .sum(),
                 target: fam.target(c),
@@ -556,14 +595,13 @@ fn price_marks(
     }
     let lowest = rows
         .iter()
-        .map(|r| (r.base + price * r.marks) / r.target)
+        .map(|r| (r.base + price * r.count) / r.target)
         .fold(f64::INFINITY, f64::min);
-    eprintln!(
-        "{}: combining mark price {price:.4} ({} training documents, lowest ratio {lowest:.3})",
-        fam.name(),
-        rows.len()
-    );
-    Ok(())
+    Ok(TermPrice {
+        price,
+        rows: rows.len(),
+        lowest,
+    })
 }
 
 /// With `FIT_CV=K`: K-fold cross-validation inside the training half (training document `i`
@@ -893,6 +931,7 @@ fn debug_ratios(path: &Path, counted: &[Counted], fam: Fam, beta: &[f64]) -> Res
 fn accuracy_report(
     counted: &[Counted],
     decomposed: &[Counted],
+    symbol_docs: &[Counted],
     tables: &[(Fam, Vec<f64>)],
 ) -> String {
     let held_out: Vec<&Counted> = counted.iter().filter(|c| !c.train).collect();
@@ -928,6 +967,19 @@ fn accuracy_report(
     accuracy_header(&mut out);
     for (fam, beta) in tables {
         accuracy_row(&mut out, *fam, beta, marks::CATEGORY, &held_out);
+    }
+    let held_out: Vec<&Counted> = symbol_docs.iter().filter(|c| !c.train).collect();
+    let _ = writeln!(
+        out,
+        "\nMiscellaneous symbols and dingbats (not a category of the corpus): generated lines of \
+         them (ratings, task lists, table rows of marks, runs of symbols), {} held-out documents. \
+         The price of a symbol is fitted on the training half's, with every other coefficient \
+         fixed (`tools/fit-tokens/src/symbols.rs`).\n",
+        held_out.len()
+    );
+    accuracy_header(&mut out);
+    for (fam, beta) in tables {
+        accuracy_row(&mut out, *fam, beta, symbols::CATEGORY, &held_out);
     }
     out
 }
@@ -988,7 +1040,7 @@ fn write_coefficients(args: &Args, counted: &[Counted], tables: &[(Fam, Vec<f64>
          //! @generated by `cargo run -p fit-tokens --profile fit` (seed {}, {} documents, {} \
          training). Do not edit.\n//! `claude` is fitted to max(o200k, cl100k, claude-legacy) × {} \
          per document: no offline vocabulary exists for current Claude models.\n//! \
-         `combining_marks` is priced after the fit, one price in every kind (`tools/fit-tokens/src/marks.rs`).\n",
+         `combining_marks` and `misc_symbols` are priced after the fit, one price each in every kind (`tools/fit-tokens/src/marks.rs`, `symbols.rs`).\n",
         args.seed,
         counted.len(),
         counted.iter().filter(|c| c.train).count(),

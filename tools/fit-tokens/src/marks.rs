@@ -71,15 +71,15 @@ pub fn decomposed<'a>(docs: impl Iterator<Item = (&'a Doc, bool)>) -> Result<Vec
     Ok(out)
 }
 
-/// One training row of the second step: the estimate without the marks' price, the number of
-/// marks, and what the family is fitted to.
+/// One training row of a second step (the marks', and `symbols.rs`'s): the estimate without the
+/// priced term, the term's count, and what the family is fitted to.
 pub struct Row {
     pub base: f64,
-    pub marks: f64,
+    pub count: f64,
     pub target: f64,
 }
 
-/// The price per mark: least squares on relative error with under-estimates weighing
+/// The price per counted character (a mark, a symbol): least squares on relative error with under-estimates weighing
 /// `under_weight` times as much (iteratively re-weighted, as the main fit), not below zero; then
 /// raised, as the main fit's safety scale is, until at most `floor_quantile` of the rows are
 /// below `floor_ratio`.
@@ -92,7 +92,7 @@ pub fn price(
 ) -> f64 {
     let rows: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.marks > 0.0 && r.target > 0.0)
+        .filter(|r| r.count > 0.0 && r.target > 0.0)
         .collect();
     if rows.is_empty() {
         return 0.0;
@@ -101,11 +101,11 @@ pub fn price(
     for _ in 0..=rounds {
         let (mut numerator, mut denominator) = (0.0, 0.0);
         for row in &rows {
-            let ratio = (row.base + price * row.marks) / row.target;
+            let ratio = (row.base + price * row.count) / row.target;
             let weight = if ratio < 1.0 { under_weight } else { 1.0 };
             let scale = row.target * row.target;
-            numerator += weight * (row.target - row.base) * row.marks / scale;
-            denominator += weight * row.marks * row.marks / scale;
+            numerator += weight * (row.target - row.base) * row.count / scale;
+            denominator += weight * row.count * row.count / scale;
         }
         price = (numerator / denominator).max(0.0);
     }
@@ -113,7 +113,7 @@ pub fn price(
     // below it are skipped.
     let mut needed: Vec<f64> = rows
         .iter()
-        .map(|r| (floor_ratio * r.target - r.base) / r.marks)
+        .map(|r| (floor_ratio * r.target - r.base) / r.count)
         .collect();
     needed.sort_by(|a, b| b.total_cmp(a));
     let allowed_below = (floor_quantile * rows.len() as f64).floor() as usize;
@@ -154,7 +154,7 @@ mod tests {
         let rows: Vec<Row> = (1..20)
             .map(|i| Row {
                 base: 100.0 * i as f64,
-                marks: 10.0 * i as f64,
+                count: 10.0 * i as f64,
                 target: 120.0 * i as f64,
             })
             .collect();
@@ -165,7 +165,7 @@ mod tests {
         let mut low = rows;
         low.push(Row {
             base: 10.0,
-            marks: 10.0,
+            count: 10.0,
             target: 100.0,
         });
         let p = price(&low, 3.0, 8, 0.85, 0.005);
