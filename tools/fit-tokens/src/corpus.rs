@@ -2233,18 +2233,16 @@ source = "git+https://example.com/from-git#0123"
 
     #[test]
     fn misc_symbol_documents_hold_the_symbols_and_split_in_halves() {
+        use crate::symbols::{CATEGORY, NAME};
         use ferroloop::tokens::{SCRIPT_NAMES, count_classes};
-        let misc = SCRIPT_NAMES
-            .iter()
-            .position(|&name| name == "misc_symbols")
-            .unwrap();
-        let docs = misc_symbol_docs(&Selection::fresh(7), "misc-symbols");
+        let misc = SCRIPT_NAMES.iter().position(|&name| name == NAME).unwrap();
+        let docs = misc_symbol_docs(&Selection::fresh(7), CATEGORY);
         assert_eq!(
             docs.iter().filter(|(_, train)| *train).count(),
             docs.len() / 2
         );
         for (doc, _) in &docs {
-            assert_eq!(doc.category, "misc-symbols");
+            assert_eq!(doc.category, CATEGORY);
             assert!(
                 count_classes(doc.text.as_bytes()).scripts[misc] >= 10,
                 "{}",
@@ -2255,7 +2253,7 @@ source = "git+https://example.com/from-git#0123"
         let all = count_classes(MISC_SYMBOLS.as_bytes()).scripts[misc];
         assert_eq!(all, MISC_SYMBOLS.chars().count() as u64);
         // The same seed, the same documents.
-        let again = misc_symbol_docs(&Selection::fresh(7), "misc-symbols");
+        let again = misc_symbol_docs(&Selection::fresh(7), CATEGORY);
         assert!(docs.iter().zip(&again).all(|(a, b)| a.0.text == b.0.text));
     }
 }

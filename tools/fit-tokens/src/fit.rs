@@ -216,6 +216,57 @@ pub fn fit(rows: &[Row<'_>], inputs: &[Input], objective: Objective, rounds: usi
     beta
 }
 
+/// One training row of a second step (`marks.rs`, `symbols.rs`): the estimate without the
+/// priced term, the term's count, and what the family is fitted to.
+pub struct PriceRow {
+    pub base: f64,
+    pub count: f64,
+    pub target: f64,
+}
+
+/// The price per counted character (a mark, a symbol) of a second step: least squares on
+/// relative error with under-estimates weighing `under_weight` times as much (iteratively re-weighted, as the main fit), not below zero; then
+/// raised, as the main fit's safety scale is, until at most `floor_quantile` of the rows are
+/// below `floor_ratio`.
+pub fn price_per_count(
+    rows: &[PriceRow],
+    under_weight: f64,
+    rounds: usize,
+    floor_ratio: f64,
+    floor_quantile: f64,
+) -> f64 {
+    let rows: Vec<&PriceRow> = rows
+        .iter()
+        .filter(|r| r.count > 0.0 && r.target > 0.0)
+        .collect();
+    if rows.is_empty() {
+        return 0.0;
+    }
+    let mut price = 0.0;
+    for _ in 0..=rounds {
+        let (mut numerator, mut denominator) = (0.0, 0.0);
+        for row in &rows {
+            let ratio = (row.base + price * row.count) / row.target;
+            let weight = if ratio < 1.0 { under_weight } else { 1.0 };
+            let scale = row.target * row.target;
+            numerator += weight * (row.target - row.base) * row.count / scale;
+            denominator += weight * row.count * row.count / scale;
+        }
+        price = (numerator / denominator).max(0.0);
+    }
+    // The price each row needs to reach the floor, highest first; the rows the quantile allows
+    // below it are skipped.
+    let mut needed: Vec<f64> = rows
+        .iter()
+        .map(|r| (floor_ratio * r.target - r.base) / r.count)
+        .collect();
+    needed.sort_by(|a, b| b.total_cmp(a));
+    let allowed_below = (floor_quantile * rows.len() as f64).floor() as usize;
+    needed
+        .get(allowed_below)
+        .map_or(price, |&floor_price| price.max(floor_price))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -286,5 +337,31 @@ mod tests {
         let with = fit(&rows, &[Input::NonNegative], banded, 5)[0];
         assert!(with > without + 0.01, "{with} vs {without}");
         assert!(with < 1.1, "{with}");
+    }
+
+    #[test]
+    fn the_price_per_count_fits_the_counts_cost() {
+        // Each row costs 2 tokens a mark beyond its base: the price is 2, under any weight.
+        let rows: Vec<PriceRow> = (1..20)
+            .map(|i| PriceRow {
+                base: 100.0 * i as f64,
+                count: 10.0 * i as f64,
+                target: 120.0 * i as f64,
+            })
+            .collect();
+        for weight in [1.0, 3.0, 8.0] {
+            assert!((price_per_count(&rows, weight, 8, 0.85, 0.005) - 2.0).abs() < 1e-9);
+        }
+        // A row far below its floor at that price raises it to what the row needs.
+        let mut low = rows;
+        low.push(PriceRow {
+            base: 10.0,
+            count: 10.0,
+            target: 100.0,
+        });
+        let p = price_per_count(&low, 3.0, 8, 0.85, 0.005);
+        assert!((p - 7.5).abs() < 1e-9, "{p}");
+        // No marks: no price.
+        assert_eq!(price_per_count(&[], 3.0, 8, 0.85, 0.005), 0.0);
     }
 }

@@ -383,7 +383,9 @@ fn main() -> Result<()> {
         }
     };
     if std::env::var_os("FIT_NO_GUARD").is_none() {
-        counted.extend(count_docs(corpus::guard_docs(&roots, &selection), true)?);
+        // Guard documents are training rows only.
+        let guards = corpus::guard_docs(&roots, &selection);
+        counted.extend(count_split_docs(guards.into_iter().map(|doc| (doc, true)))?);
     }
     counted.retain(|c| c.o200k > 0.0 && c.cl100k > 0.0 && c.legacy > 0.0);
     if let Some(manifest) = &manifest {
@@ -396,9 +398,9 @@ fn main() -> Result<()> {
         dump_features(Path::new(&path), &counted)?;
     }
     let decomposed = count_decomposed(&counted)?;
-    let symbol_docs = count_symbol_docs(&selection)?;
-    let mark_term = marks::term()?;
-    let symbol_term = symbols::term()?;
+    let symbol_docs = count_split_docs(corpus::misc_symbol_docs(&selection, symbols::CATEGORY))?;
+    let mark_term = term_named(marks::NAME)?;
+    let symbol_term = term_named(symbols::NAME)?;
     // The combining marks and the miscellaneous symbols are priced after the fit
     // (`price_term`).
     let inputs: Vec<fit::Input> = (0..INPUT_COUNT)
@@ -436,22 +438,22 @@ fn main() -> Result<()> {
         }
         let (mut beta, scale) = fit_with_floor(&rows, &inputs, objective, floor_ratio);
         eprintln!("{}: safety scale {scale:.4}", fam.name());
-        let mark_price = price_term(&mut beta, fam, &decomposed, mark_term, floor_ratio)?;
-        eprintln!(
-            "{}: combining mark price {:.4} ({} training documents, lowest ratio {:.3})",
-            fam.name(),
-            mark_price.price,
-            mark_price.rows,
-            mark_price.lowest
-        );
-        let symbol_price = price_term(&mut beta, fam, &symbol_docs, symbol_term, floor_ratio)?;
-        eprintln!(
-            "{}: misc symbol price {:.4} ({} training documents, lowest ratio {:.3})",
-            fam.name(),
-            symbol_price.price,
-            symbol_price.rows,
-            symbol_price.lowest
-        );
+        price_term(
+            &mut beta,
+            fam,
+            &decomposed,
+            mark_term,
+            "combining mark",
+            floor_ratio,
+        )?;
+        price_term(
+            &mut beta,
+            fam,
+            &symbol_docs,
+            symbol_term,
+            "misc symbol",
+            floor_ratio,
+        )?;
         if std::env::var_os("FIT_DEBUG").is_some() && fam == Fam::O200k {
             debug_worst(&counted, fam, &beta);
         }
@@ -522,14 +524,19 @@ fn fit_with_floor(
     (beta, largest)
 }
 
+/// The model term the core names `name`.
+fn term_named(name: &str) -> Result<usize> {
+    (0..TERM_COUNT)
+        .find(|&t| term_name(t) == name)
+        .with_context(|| format!("the core has no {name} term"))
+}
+
 /// The decomposed forms of the corpus's accented catalogs ([`marks::decomposed`]), counted
 /// exactly, each in its source document's half.
 fn count_decomposed(counted: &[Counted]) -> Result<Vec<Counted>> {
-    let exact = exact_counter();
-    let decomposed: Vec<Counted> = marks::decomposed(counted.iter().map(|c| (&c.doc, c.train)))?
-        .into_iter()
-        .map(|(doc, train)| count_doc(doc, train, &exact))
-        .collect::<Result<_>>()?;
+    let decomposed = count_split_docs(marks::decomposed(
+        counted.iter().map(|c| (&c.doc, c.train)),
+    )?)?;
     eprintln!(
         "decomposed: {} documents ({} training)",
         decomposed.len(),
@@ -538,42 +545,25 @@ fn count_decomposed(counted: &[Counted]) -> Result<Vec<Counted>> {
     Ok(decomposed)
 }
 
-/// The generated lines of miscellaneous symbols ([`corpus::misc_symbol_docs`]), counted
-/// exactly, in their halves.
-fn count_symbol_docs(selection: &corpus::Selection) -> Result<Vec<Counted>> {
-    let exact = exact_counter();
-    corpus::misc_symbol_docs(selection, symbols::CATEGORY)
-        .into_iter()
-        .map(|(doc, train)| count_doc(doc, train, &exact))
-        .collect()
-}
-
-/// What a second step priced: the price, its training rows, and the lowest training ratio at
-/// that price.
-struct TermPrice {
-    price: f64,
-    rows: usize,
-    lowest: f64,
-}
-
 /// A second step ([`marks`], [`symbols`]): prices one term (its inputs left out of the main fit,
 /// `fit::Input::Unfitted`) on the training half of `docs` with every other coefficient of `beta`
-/// fixed, and sets that price in every text kind.
+/// fixed, sets that price in every text kind, and prints it (`what`: the counted character).
 fn price_term(
     beta: &mut [f64],
     fam: Fam,
     docs: &[Counted],
     term: usize,
+    what: &str,
     floor_ratio: f64,
-) -> Result<TermPrice> {
+) -> Result<()> {
     // The main fit left these inputs at zero (`fit::Input::Unfitted`).
     let inputs = |kind: usize| kind * TERM_COUNT + term;
-    let rows: Vec<marks::Row> = docs
+    let rows: Vec<fit::PriceRow> = docs
         .iter()
         .filter(|c| c.train)
         .map(|c| {
             let features = c.features_of(fam);
-            marks::Row {
+            fit::PriceRow {
                 base: fit::predict(beta, features),
                 // The gates sum to one: the kinds' shares of the count add up to the count.
                 count: (0..KIND_NAMES.len())
@@ -583,7 +573,7 @@ fn price_term(
             }
         })
         .collect();
-    let price = marks::price(
+    let price = fit::price_per_count(
         &rows,
         fam.under_weight()?,
         ROUNDS,
@@ -597,11 +587,12 @@ fn price_term(
         .iter()
         .map(|r| (r.base + price * r.count) / r.target)
         .fold(f64::INFINITY, f64::min);
-    Ok(TermPrice {
-        price,
-        rows: rows.len(),
-        lowest,
-    })
+    eprintln!(
+        "{}: {what} price {price:.4} ({} training documents, lowest ratio {lowest:.3})",
+        fam.name(),
+        rows.len()
+    );
+    Ok(())
 }
 
 /// With `FIT_CV=K`: K-fold cross-validation inside the training half (training document `i`
@@ -704,11 +695,11 @@ fn build_and_count(
     Ok(counted)
 }
 
-/// Counts documents exactly, all in one half (the guard documents: training only).
-fn count_docs(docs: Vec<corpus::Doc>, train: bool) -> Result<Vec<Counted>> {
+/// Counts documents exactly, each in its half.
+fn count_split_docs(docs: impl IntoIterator<Item = (corpus::Doc, bool)>) -> Result<Vec<Counted>> {
     let exact = exact_counter();
     docs.into_iter()
-        .map(|doc| count_doc(doc, train, &exact))
+        .map(|(doc, train)| count_doc(doc, train, &exact))
         .collect()
 }
 

@@ -13,12 +13,12 @@
 //! at 21 cl100k tokens and pushed held-out `latin-eu` over 10%). So the main fit stays as it is,
 //! and this step fits one number per family with every other coefficient fixed: the price of a
 //! mark, the same in every text kind (the gates sum to one, so it adds that price per mark
-//! whatever the kind). The rows are the decomposed forms of the `latin-eu` documents with at
+//! whatever the kind: `fit::price_per_count`). The rows are the decomposed forms of the `latin-eu` documents with at
 //! least [`MIN_MARKS`] marks, in the half of their source document; the held-out ones are
 //! reported beside the accuracy table.
 
 use anyhow::{Context, Result};
-use ferroloop::tokens::{SCRIPT_NAMES, TERM_COUNT, count_classes, term_name};
+use ferroloop::tokens::{SCRIPT_NAMES, count_classes};
 use unicode_normalization_alignments::UnicodeNormalization;
 
 use crate::corpus::Doc;
@@ -35,14 +35,7 @@ pub const SOURCE_CATEGORY: &str = "latin-eu";
 pub const MIN_MARKS: u64 = 20;
 
 /// The core's name of the count: its script and its model term.
-const NAME: &str = "combining_marks";
-
-/// The model term of the combining marks.
-pub fn term() -> Result<usize> {
-    (0..TERM_COUNT)
-        .find(|&t| term_name(t) == NAME)
-        .context("the core has no combining_marks term")
-}
+pub const NAME: &str = "combining_marks";
 
 /// The combining marks of `text`, as the core counts them.
 fn marks_in(text: &str) -> Result<u64> {
@@ -71,57 +64,6 @@ pub fn decomposed<'a>(docs: impl Iterator<Item = (&'a Doc, bool)>) -> Result<Vec
     Ok(out)
 }
 
-/// One training row of a second step (the marks', and `symbols.rs`'s): the estimate without the
-/// priced term, the term's count, and what the family is fitted to.
-pub struct Row {
-    pub base: f64,
-    pub count: f64,
-    pub target: f64,
-}
-
-/// The price per counted character (a mark, a symbol): least squares on relative error with under-estimates weighing
-/// `under_weight` times as much (iteratively re-weighted, as the main fit), not below zero; then
-/// raised, as the main fit's safety scale is, until at most `floor_quantile` of the rows are
-/// below `floor_ratio`.
-pub fn price(
-    rows: &[Row],
-    under_weight: f64,
-    rounds: usize,
-    floor_ratio: f64,
-    floor_quantile: f64,
-) -> f64 {
-    let rows: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.count > 0.0 && r.target > 0.0)
-        .collect();
-    if rows.is_empty() {
-        return 0.0;
-    }
-    let mut price = 0.0;
-    for _ in 0..=rounds {
-        let (mut numerator, mut denominator) = (0.0, 0.0);
-        for row in &rows {
-            let ratio = (row.base + price * row.count) / row.target;
-            let weight = if ratio < 1.0 { under_weight } else { 1.0 };
-            let scale = row.target * row.target;
-            numerator += weight * (row.target - row.base) * row.count / scale;
-            denominator += weight * row.count * row.count / scale;
-        }
-        price = (numerator / denominator).max(0.0);
-    }
-    // The price each row needs to reach the floor, highest first; the rows the quantile allows
-    // below it are skipped.
-    let mut needed: Vec<f64> = rows
-        .iter()
-        .map(|r| (floor_ratio * r.target - r.base) / r.count)
-        .collect();
-    needed.sort_by(|a, b| b.total_cmp(a));
-    let allowed_below = (floor_quantile * rows.len() as f64).floor() as usize;
-    needed
-        .get(allowed_below)
-        .map_or(price, |&floor_price| price.max(floor_price))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -145,32 +87,6 @@ mod tests {
         assert_eq!(d.category, CATEGORY);
         assert_eq!(marks_in(&d.text).unwrap(), 30);
         assert!(d.text.starts_with("Cre\u{301}er a\u{300}"));
-        assert!(term().is_ok());
-    }
-
-    #[test]
-    fn the_price_fits_the_marks_cost() {
-        // Each row costs 2 tokens a mark beyond its base: the price is 2, under any weight.
-        let rows: Vec<Row> = (1..20)
-            .map(|i| Row {
-                base: 100.0 * i as f64,
-                count: 10.0 * i as f64,
-                target: 120.0 * i as f64,
-            })
-            .collect();
-        for weight in [1.0, 3.0, 8.0] {
-            assert!((price(&rows, weight, 8, 0.85, 0.005) - 2.0).abs() < 1e-9);
-        }
-        // A row far below its floor at that price raises it to what the row needs.
-        let mut low = rows;
-        low.push(Row {
-            base: 10.0,
-            count: 10.0,
-            target: 100.0,
-        });
-        let p = price(&low, 3.0, 8, 0.85, 0.005);
-        assert!((p - 7.5).abs() < 1e-9, "{p}");
-        // No marks: no price.
-        assert_eq!(price(&[], 3.0, 8, 0.85, 0.005), 0.0);
+        assert!(crate::term_named(NAME).is_ok());
     }
 }

@@ -1,6 +1,6 @@
 //! The price of a miscellaneous symbol or dingbat (the `misc_symbols` script count:
 //! U+2600–U+27BF, U+2B00–U+2BFF, `★ ☆ ☐ ☑ ♥ ✓ ✗ ✔ ✂ ⬆ ✅ ❤ ⚠ ⭐`), fitted in a second step
-//! as the combining marks are (`marks.rs`).
+//! as the combining marks are (`marks.rs`, `fit::price_per_count`).
 //!
 //! o200k spends about a token on many of these symbols and claude-legacy about one per UTF-8
 //! byte. At the flat `other3` price a list of star ratings was estimated at 0.70 of its
@@ -13,18 +13,8 @@
 //! rows of marks and runs of symbols, half of them held out and reported beside the accuracy
 //! table.
 
-use anyhow::{Context, Result};
-use ferroloop::tokens::{TERM_COUNT, term_name};
-
 /// The category the symbol documents are reported under (never a category of the main fit).
 pub const CATEGORY: &str = "misc-symbols";
 
 /// The core's name of the count: its script and its model term.
-const NAME: &str = "misc_symbols";
-
-/// The model term of the miscellaneous symbols.
-pub fn term() -> Result<usize> {
-    (0..TERM_COUNT)
-        .find(|&t| term_name(t) == NAME)
-        .context("the core has no misc_symbols term")
-}
+pub const NAME: &str = "misc_symbols";
