@@ -21,16 +21,16 @@
 
 /// Number of script counts: 25 scripts, 4 groups of characters counted apart from their script,
 /// then 3 groups of three-byte characters the first 25 left at the flat price, 1 of four-byte
-/// characters, the combining marks and the miscellaneous symbols and dingbats (see
-/// [`SCRIPT_NAMES`]).
-pub const SCRIPT_COUNT: usize = 35;
+/// characters, the combining marks, the miscellaneous symbols and dingbats, and the phonetic
+/// letters (see [`SCRIPT_NAMES`]).
+pub const SCRIPT_COUNT: usize = 36;
 
 /// Index of `rare_script` in [`SCRIPT_NAMES`].
 pub const RARE_SCRIPT: usize = 29;
 
 /// Script names, in the order of [`ClassCounts::scripts`](super::ClassCounts::scripts). Entries
 /// 25–28 are characters of the scripts before them that count apart (`SCRIPT_CHARACTERS`); the
-/// last six are groups of blocks rather than scripts:
+/// last seven are groups of blocks rather than scripts:
 ///
 /// - `rare_script`: letters of scripts the vocabularies have (almost) no tokens for, so that each
 ///   character costs about one token per UTF-8 byte (Tibetan, Mongolian, Cherokee, Canadian
@@ -69,7 +69,13 @@ pub const RARE_SCRIPT: usize = 29;
 ///   flat `other3` price a list of star ratings was estimated at 0.70 of its claude-legacy
 ///   count. No corpus category has enough of them, and as a term of the main fit they took
 ///   prices of 14–25 tokens in the `script` kind from a few ideograph documents, so they are
-///   priced like the combining marks, in a second step, on generated lines of such symbols.
+///   priced like the combining marks, in a second step, on generated lines of such symbols;
+/// - `phonetic`: the IPA Extensions and the Spacing Modifier Letters (U+0250–U+02FF: `ə ɪ ʊ ʃ
+///   ʒ ɹ ˈ ː ʰ`) of phonetic transcriptions, which o200k spends about two tokens on, each, and
+///   which the Latin Extended count priced like the letters of Czech or Polish: a transcription
+///   was estimated at 0.51 of its o200k count. Their leads (`C9`–`CB`) count as `other2`, not
+///   as Latin Extended. No category of the corpus has them, so they are priced like the
+///   combining marks, in a second step, on generated transcriptions.
 ///
 /// Before they had counts of their own these characters cost the flat `other3` price, fitted on
 /// scripts the vocabularies know: Tibetan was estimated at a quarter of its o200k count.
@@ -109,11 +115,12 @@ pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
     "rare_four",
     "combining_marks",
     "misc_symbols",
+    "phonetic",
 ];
 
 /// The code point ranges of each script (inclusive; each starts and ends on a multiple of 16,
 /// the granularity of the table for three-byte characters), by index into [`SCRIPT_NAMES`].
-const SCRIPT_RANGES: [(usize, u32, u32); 58] = [
+const SCRIPT_RANGES: [(usize, u32, u32); 59] = [
     (0, 0x0370, 0x03FF),  // Greek and Coptic
     (1, 0x0530, 0x058F),  // Armenian
     (2, 0x0590, 0x05FF),  // Hebrew
@@ -172,6 +179,7 @@ const SCRIPT_RANGES: [(usize, u32, u32); 58] = [
     (33, 0x0300, 0x036F), // Combining Diacritical Marks
     (34, 0x2600, 0x27BF), // Miscellaneous Symbols, Dingbats
     (34, 0x2B00, 0x2BFF), // Miscellaneous Symbols and Arrows
+    (35, 0x0250, 0x02FF), // IPA Extensions, Spacing Modifier Letters
 ];
 
 /// Two-byte characters whose script differs from their range's in [`SCRIPT_RANGES`] (inclusive
@@ -407,7 +415,7 @@ fn lead_mask_high(_step: &[u8; STEP], words: [u64; 4]) -> u32 {
     let half = |lo: u64, hi: u64| unsafe {
         let v = _mm_set_epi64x(hi as i64, lo as i64);
         let leads = _mm_or_si128(
-            _mm_or_si128(in_range(v, 0xC0, 0xC1), in_range(v, 0xCB, 0xCF)),
+            _mm_or_si128(in_range(v, 0xC0, 0xC1), in_range(v, 0xC9, 0xCF)),
             _mm_or_si128(
                 _mm_or_si128(in_range(v, 0xD2, 0xDF), in_range(v, 0xE0, 0xE2)),
                 _mm_or_si128(in_range(v, 0xEE, 0xEF), in_range(v, 0xF0, 0xF4)),
@@ -766,12 +774,34 @@ mod tests {
         assert_eq!(c[of("combining_marks")], 3 + 4 + 7);
         assert_eq!(c[of("latin_ext_additional")], 1);
         // U+0300 and U+036F, the range's ends, and the characters just outside it: U+02FF
-        // (a modifier letter) and U+0370 (Greek).
+        // (a modifier letter, `phonetic`) and U+0370 (Greek).
         let ends = "\u{2FF}\u{300}\u{36F}\u{370}";
         let c = counted(ends.as_bytes());
         assert_eq!(c[of("combining_marks")], 2);
         assert_eq!(c[of("greek")], 1);
-        assert_eq!(c.iter().sum::<u64>(), 3);
+        assert_eq!(c[of("phonetic")], 1);
+        assert_eq!(c.iter().sum::<u64>(), 4);
+    }
+
+    #[test]
+    fn counts_phonetic_letters_of_leads_c9_to_cb() {
+        // A transcription with stress and length marks and an aspirated stop, beside the
+        // letters just outside the range: U+0240-U+024F (Latin Extended-B, lead `C9`, no
+        // script) and U+023F (lead `C8`), and Polish and Czech letters.
+        let text = "/ˈfəʊnɪm/ [tʰɔːt] ʃʒŋɹɐ ˌɪntəˈnæʃənəl ɀ ɏ ȿ łódź přítel";
+        let c = counted(text.as_bytes());
+        assert_eq!(c, reference(text));
+        // `ŋ` (U+014B) and `æ` (U+00E6) are Latin Extended-A and Latin-1.
+        assert_eq!(c[of("phonetic")], 4 + 3 + 4 + 7);
+        assert_eq!(c.iter().sum::<u64>(), c[of("phonetic")]);
+        let classes = crate::tokens::count_classes(text.as_bytes());
+        // `ɀ ɏ` and the phonetic letters are `other2`; `ŋ ȿ ł ź ř` Latin Extended.
+        assert_eq!(classes.other2, 18 + 2);
+        assert_eq!(classes.latin_ext, 5);
+        assert_eq!(classes.latin1, 3);
+        // The range's ends, and U+024F before it.
+        let ends = "\u{24F}\u{250}\u{2FF}";
+        assert_eq!(counted(ends.as_bytes())[of("phonetic")], 2);
     }
 
     #[test]
@@ -841,7 +871,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn matches_the_reference(text in "[a-z \\n{}é中ж😀αΑΆԱאַװبیپښڭक਼ਪதไລမაሰកᏣ─╰\u{E000}\u{F8FF}＂ｆཀᠮ⠓∀⇒①ệ✅𐌰𝐇𞤀𠀀\u{F0001}🇺]{0,200}") {
+        fn matches_the_reference(text in "[a-z \\n{}éəˈɏ中ж😀αΑΆԱאַװبیپښڭक਼ਪதไລမაሰកᏣ─╰\u{E000}\u{F8FF}＂ｆཀᠮ⠓∀⇒①ệ✅𐌰𝐇𞤀𠀀\u{F0001}🇺]{0,200}") {
             prop_assert_eq!(counted(text.as_bytes()), reference(&text));
         }
 

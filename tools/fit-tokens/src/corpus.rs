@@ -1772,6 +1772,187 @@ fn gen_misc_symbols(g: &mut Rng) -> String {
     s
 }
 
+/// Phonetic transcriptions (the `phonetic` count: IPA Extensions and Spacing Modifier Letters,
+/// U+0250–U+02FF), generated for the second step that prices them (`phonetic.rs`), never rows
+/// of the main fit: even-numbered documents are the training half, odd-numbered ones held out.
+pub fn phonetic_docs(selection: &Selection, category: &'static str) -> Vec<(Doc, bool)> {
+    let mut g = Rng::new(selection.seed ^ 0x6970_6100_0000);
+    (0..48)
+        .map(|n| (generated(category, n, gen_phonetic(&mut g)), n % 2 == 0))
+        .collect()
+}
+
+/// English words and a broad transcription of each (British, with a few American forms), as a
+/// dictionary or a phonetics text writes them.
+const TRANSCRIBED: [(&str, &str); 96] = [
+    ("the", "ðə"),
+    ("of", "əv"),
+    ("and", "ænd"),
+    ("to", "tuː"),
+    ("in", "ɪn"),
+    ("is", "ɪz"),
+    ("that", "ðæt"),
+    ("it", "ɪt"),
+    ("was", "wɒz"),
+    ("for", "fɔː"),
+    ("on", "ɒn"),
+    ("are", "ɑː"),
+    ("with", "wɪð"),
+    ("as", "æz"),
+    ("his", "hɪz"),
+    ("they", "ðeɪ"),
+    ("be", "biː"),
+    ("at", "æt"),
+    ("one", "wʌn"),
+    ("have", "hæv"),
+    ("this", "ðɪs"),
+    ("from", "frɒm"),
+    ("or", "ɔː"),
+    ("by", "baɪ"),
+    ("word", "wɜːd"),
+    ("but", "bʌt"),
+    ("what", "wɒt"),
+    ("some", "sʌm"),
+    ("we", "wiː"),
+    ("can", "kæn"),
+    ("out", "aʊt"),
+    ("other", "ˈʌðə"),
+    ("were", "wɜː"),
+    ("all", "ɔːl"),
+    ("there", "ðeə"),
+    ("when", "wɛn"),
+    ("up", "ʌp"),
+    ("use", "juːz"),
+    ("your", "jɔː"),
+    ("how", "haʊ"),
+    ("said", "sɛd"),
+    ("each", "iːtʃ"),
+    ("she", "ʃiː"),
+    ("which", "wɪtʃ"),
+    ("do", "duː"),
+    ("time", "taɪm"),
+    ("will", "wɪl"),
+    ("way", "weɪ"),
+    ("about", "əˈbaʊt"),
+    ("many", "ˈmɛni"),
+    ("then", "ðɛn"),
+    ("write", "raɪt"),
+    ("would", "wʊd"),
+    ("like", "laɪk"),
+    ("so", "səʊ"),
+    ("these", "ðiːz"),
+    ("her", "hɜː"),
+    ("long", "lɒŋ"),
+    ("make", "meɪk"),
+    ("thing", "θɪŋ"),
+    ("see", "siː"),
+    ("look", "lʊk"),
+    ("more", "mɔː"),
+    ("day", "deɪ"),
+    ("could", "kʊd"),
+    ("go", "ɡəʊ"),
+    ("come", "kʌm"),
+    ("number", "ˈnʌmbə"),
+    ("sound", "saʊnd"),
+    ("no", "nəʊ"),
+    ("most", "məʊst"),
+    ("people", "ˈpiːpəl"),
+    ("over", "ˈəʊvə"),
+    ("know", "nəʊ"),
+    ("water", "ˈwɔːtə"),
+    ("call", "kɔːl"),
+    ("first", "fɜːst"),
+    ("who", "huː"),
+    ("down", "daʊn"),
+    ("thought", "θɔːt"),
+    ("measure", "ˈmɛʒə"),
+    ("church", "tʃɜːtʃ"),
+    ("judge", "dʒʌdʒ"),
+    ("butter", "ˈbʌtɚ"),
+    ("better", "ˈbɛɾɚ"),
+    ("dog", "dɒɡ"),
+    ("pronunciation", "prəˌnʌnsiˈeɪʃən"),
+    ("international", "ˌɪntəˈnæʃənəl"),
+    ("phonetic", "fəˈnɛtɪk"),
+    ("alphabet", "ˈælfəbɛt"),
+    ("language", "ˈlæŋɡwɪdʒ"),
+    ("vision", "ˈvɪʒən"),
+    ("yellow", "ˈjɛləʊ"),
+    ("father", "ˈfɑːðə"),
+    ("bird", "bɜːd"),
+    ("red", "ɹɛd"),
+];
+
+/// Consonants and vowels of narrow transcriptions of other languages (IPA letters beside the
+/// ASCII ones and `θ`, `ŋ`, `ç`), with the modifiers that follow them.
+const IPA_CONSONANTS: [&str; 30] = [
+    "p", "b", "t", "d", "k", "ɡ", "ʔ", "m", "n", "ŋ", "ɲ", "ɾ", "r", "ʀ", "f", "v", "θ", "s", "z",
+    "ʃ", "ʒ", "ç", "x", "χ", "ʁ", "ɣ", "h", "l", "ɬ", "j",
+];
+const IPA_VOWELS: [&str; 18] = [
+    "i", "y", "ɪ", "e", "ø", "ɛ", "œ", "æ", "a", "ɐ", "ɑ", "ɒ", "ɔ", "o", "ʊ", "u", "ʌ", "ə",
+];
+
+/// Transcriptions: dictionary entries (a word, its transcription between slashes and a gloss),
+/// transcribed sentences, table rows of a word's British and American forms, or narrow
+/// transcriptions of made-up words with stress, length and aspiration.
+fn gen_phonetic(g: &mut Rng) -> String {
+    let style = g.range(0, 4);
+    let target = g.range(600, 3_000);
+    let mut s = String::new();
+    while s.len() < target {
+        match style {
+            0 => {
+                let (word, ipa) = g.pick(&TRANSCRIBED);
+                s.push_str(&format!("{word} /{ipa}/"));
+                for _ in 0..g.range(2, 8) {
+                    s.push(' ');
+                    s.push_str(g.pick::<&str>(WORDS));
+                }
+            }
+            1 => {
+                s.push('/');
+                for k in 0..g.range(4, 14) {
+                    if k > 0 {
+                        s.push(' ');
+                    }
+                    s.push_str(g.pick(&TRANSCRIBED).1);
+                }
+                s.push('/');
+            }
+            2 => {
+                let (word, ipa) = g.pick(&TRANSCRIBED);
+                let american = ipa.replace("əʊ", "oʊ").replace('ɒ', "ɑ").replace("ː", "ːɹ");
+                s.push_str(&format!("| {word} | /{ipa}/ | /{american}/ |"));
+            }
+            _ => {
+                s.push('[');
+                for k in 0..g.range(3, 10) {
+                    if k > 0 {
+                        s.push(' ');
+                    }
+                    if g.chance(0.4) {
+                        s.push('ˈ');
+                    }
+                    for _ in 0..g.range(1, 4) {
+                        s.push_str(g.pick::<&str>(&IPA_CONSONANTS));
+                        if g.chance(0.15) {
+                            s.push('ʰ');
+                        }
+                        s.push_str(g.pick::<&str>(&IPA_VOWELS));
+                        if g.chance(0.25) {
+                            s.push('ː');
+                        }
+                    }
+                }
+                s.push(']');
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// A script of the `rare_script` count (`ferroloop::tokens::scripts`) for `guard-rare-scripts`.
 struct RareScript {
     /// The ranges its words' letters are drawn from (inclusive code points).
@@ -2231,29 +2412,57 @@ source = "git+https://example.com/from-git#0123"
         assert_eq!(of(&["ab"]), format!("{:016x}", fnv1a(b"ab\0")));
     }
 
-    #[test]
-    fn misc_symbol_documents_hold_the_symbols_and_split_in_halves() {
-        use crate::symbols::{CATEGORY, NAME};
+    /// Checks the documents a second step generates (`generate` with a fixed seed): half of them
+    /// train, all are of `category`, each has at least `least` characters of the script count
+    /// `name`, and the same seed gives the same documents. Returns that count's index.
+    fn check_second_step_docs(
+        generate: fn(&Selection, &'static str) -> Vec<(Doc, bool)>,
+        category: &'static str,
+        name: &str,
+        least: u64,
+    ) -> usize {
         use ferroloop::tokens::{SCRIPT_NAMES, count_classes};
-        let misc = SCRIPT_NAMES.iter().position(|&name| name == NAME).unwrap();
-        let docs = misc_symbol_docs(&Selection::fresh(7), CATEGORY);
+        let script = SCRIPT_NAMES.iter().position(|&n| n == name).unwrap();
+        let docs = generate(&Selection::fresh(7), category);
         assert_eq!(
             docs.iter().filter(|(_, train)| *train).count(),
             docs.len() / 2
         );
         for (doc, _) in &docs {
-            assert_eq!(doc.category, CATEGORY);
+            assert_eq!(doc.category, category);
+            let count = count_classes(doc.text.as_bytes()).scripts[script];
+            assert!(count >= least, "{}", doc.text);
+        }
+        let again = generate(&Selection::fresh(7), category);
+        assert!(docs.iter().zip(&again).all(|(a, b)| a.0.text == b.0.text));
+        script
+    }
+
+    #[test]
+    fn phonetic_documents_hold_phonetic_letters_and_split_in_halves() {
+        use crate::phonetic::{CATEGORY, NAME};
+        use ferroloop::tokens::count_classes;
+        let phonetic = check_second_step_docs(phonetic_docs, CATEGORY, NAME, 20);
+        // Every transcription has a letter of the count (or `θ ŋ æ`, which are Greek, Latin
+        // Extended-A and Latin-1), and the narrow inventories have some.
+        for (word, ipa) in TRANSCRIBED {
+            let letters = count_classes(ipa.as_bytes()).scripts[phonetic];
             assert!(
-                count_classes(doc.text.as_bytes()).scripts[misc] >= 10,
-                "{}",
-                doc.text
+                letters > 0 || ipa.chars().any(|c| "θŋæ".contains(c)),
+                "{word}"
             );
         }
+        let narrow: String = IPA_CONSONANTS.concat() + &IPA_VOWELS.concat();
+        assert_eq!(count_classes(narrow.as_bytes()).scripts[phonetic], 10 + 9);
+    }
+
+    #[test]
+    fn misc_symbol_documents_hold_the_symbols_and_split_in_halves() {
+        use crate::symbols::{CATEGORY, NAME};
+        use ferroloop::tokens::count_classes;
+        let misc = check_second_step_docs(misc_symbol_docs, CATEGORY, NAME, 10);
         // Every symbol of the list is of the count.
         let all = count_classes(MISC_SYMBOLS.as_bytes()).scripts[misc];
         assert_eq!(all, MISC_SYMBOLS.chars().count() as u64);
-        // The same seed, the same documents.
-        let again = misc_symbol_docs(&Selection::fresh(7), CATEGORY);
-        assert!(docs.iter().zip(&again).all(|(a, b)| a.0.text == b.0.text));
     }
 }

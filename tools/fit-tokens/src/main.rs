@@ -1,8 +1,9 @@
 //! `fit-tokens`: builds the estimator's fitting corpus from text on this machine plus seeded
 //! generators, counts it exactly (tiktoken-rs `o200k`/`cl100k`, claude-tokenizer for
-//! `claude-legacy`), fits the per-family models on one half, prices the combining marks of
-//! decomposed text and the miscellaneous symbols in second steps (`marks.rs`, `symbols.rs`),
-//! prints the accuracy table on the held-out half and writes:
+//! `claude-legacy`), fits the per-family models on one half (the accented letters of code at
+//! their prices in prose: [`TIED_TO_PROSE`]), prices the combining marks of decomposed text, the
+//! miscellaneous symbols and the phonetic letters in second steps (`marks.rs`, `symbols.rs`,
+//! `phonetic.rs`), prints the accuracy table on the held-out half and writes:
 //!
 //! - `core/src/tokens/coefficients.rs` (the tables the core includes),
 //! - `tests/tokens/manifest.json` (seed, sources, sizes: what the corpus was on this machine),
@@ -23,6 +24,7 @@
 mod corpus;
 mod fit;
 mod marks;
+mod phonetic;
 mod symbols;
 
 use std::collections::BTreeMap;
@@ -397,16 +399,37 @@ fn main() -> Result<()> {
     if let Some(path) = std::env::var_os("FIT_DUMP") {
         dump_features(Path::new(&path), &counted)?;
     }
-    let decomposed = count_decomposed(&counted)?;
-    let symbol_docs = count_split_docs(corpus::misc_symbol_docs(&selection, symbols::CATEGORY))?;
-    let mark_term = term_named(marks::NAME)?;
-    let symbol_term = term_named(symbols::NAME)?;
-    // The combining marks and the miscellaneous symbols are priced after the fit
-    // (`price_term`).
+    // The combining marks, the miscellaneous symbols and the phonetic letters are priced after
+    // the fit (`price_term`).
+    let steps = [
+        SecondStep {
+            term: term_named(marks::NAME)?,
+            what: "combining mark",
+            category: marks::CATEGORY,
+            docs: count_decomposed(&counted)?,
+            heading: marks::heading,
+        },
+        SecondStep {
+            term: term_named(symbols::NAME)?,
+            what: "misc symbol",
+            category: symbols::CATEGORY,
+            docs: count_split_docs(corpus::misc_symbol_docs(&selection, symbols::CATEGORY))?,
+            heading: symbols::heading,
+        },
+        SecondStep {
+            term: term_named(phonetic::NAME)?,
+            what: "phonetic letter",
+            category: phonetic::CATEGORY,
+            docs: count_split_docs(corpus::phonetic_docs(&selection, phonetic::CATEGORY))?,
+            heading: phonetic::heading,
+        },
+    ];
+    let ties = CodeTies::new()?;
     let inputs: Vec<fit::Input> = (0..INPUT_COUNT)
         .map(|i| {
             let term = i % TERM_COUNT;
-            match (term == mark_term || term == symbol_term, input_is_signed(i)) {
+            let unfitted = steps.iter().any(|s| s.term == term) || ties.is_tied(i);
+            match (unfitted, input_is_signed(i)) {
                 (true, _) => fit::Input::Unfitted,
                 (false, true) => fit::Input::Signed,
                 (false, false) => fit::Input::NonNegative,
@@ -418,11 +441,16 @@ fn main() -> Result<()> {
     for fam in Fam::ALL {
         let train: Vec<&Counted> = counted.iter().filter(|c| c.train).collect();
         let targets: Vec<f64> = train.iter().map(|c| fam.target(c)).collect();
+        let features: Vec<[f64; INPUT_COUNT]> = train
+            .iter()
+            .map(|c| ties.merge(c.features_of(fam)))
+            .collect();
         let rows: Vec<fit::Row<'_>> = train
             .iter()
             .zip(&targets)
-            .map(|(c, &t)| fit::Row {
-                features: c.features_of(fam),
+            .zip(&features)
+            .map(|((c, &t), features)| fit::Row {
+                features,
                 exact: t,
                 category: c.doc.category,
             })
@@ -437,23 +465,11 @@ fn main() -> Result<()> {
             );
         }
         let (mut beta, scale) = fit_with_floor(&rows, &inputs, objective, floor_ratio);
+        ties.copy_prices(&mut beta);
         eprintln!("{}: safety scale {scale:.4}", fam.name());
-        price_term(
-            &mut beta,
-            fam,
-            &decomposed,
-            mark_term,
-            "combining mark",
-            floor_ratio,
-        )?;
-        price_term(
-            &mut beta,
-            fam,
-            &symbol_docs,
-            symbol_term,
-            "misc symbol",
-            floor_ratio,
-        )?;
+        for step in &steps {
+            price_term(&mut beta, fam, step, floor_ratio)?;
+        }
         if std::env::var_os("FIT_DEBUG").is_some() && fam == Fam::O200k {
             debug_worst(&counted, fam, &beta);
         }
@@ -463,7 +479,7 @@ fn main() -> Result<()> {
         tables.push((fam, beta));
     }
 
-    let report = accuracy_report(&counted, &decomposed, &symbol_docs, &tables);
+    let report = accuracy_report(&counted, &steps, &tables);
     println!("{report}");
     if args.dry_run {
         return Ok(());
@@ -524,6 +540,60 @@ fn fit_with_floor(
     (beta, largest)
 }
 
+/// Terms whose price in the `code` kind is the `prose` kind's: the accented letters of comments,
+/// string literals and identifiers cost what they cost in prose. The code of the corpus has
+/// almost none of them (a few in four training documents), and priced on their own they took
+/// 5–17 tokens a letter, which put Rust with Polish or Czech comments at 2.9–3.8× its o200k
+/// count.
+const TIED_TO_PROSE: [&str; 2] = ["latin1", "latin_ext"];
+
+/// The inputs of [`TIED_TO_PROSE`]: each `code` input and the `prose` input it shares a price
+/// with.
+struct CodeTies(Vec<(usize, usize)>);
+
+impl CodeTies {
+    fn new() -> Result<CodeTies> {
+        let kind = |name: &str| {
+            KIND_NAMES
+                .iter()
+                .position(|&k| k == name)
+                .with_context(|| format!("the core has no {name} kind"))
+        };
+        let (code, prose) = (kind("code")?, kind("prose")?);
+        let pairs = TIED_TO_PROSE
+            .iter()
+            .map(|&name| {
+                let term = term_named(name)?;
+                Ok((code * TERM_COUNT + term, prose * TERM_COUNT + term))
+            })
+            .collect::<Result<_>>()?;
+        Ok(CodeTies(pairs))
+    }
+
+    /// Whether input `i` takes another input's price (and is left out of the fit).
+    fn is_tied(&self, i: usize) -> bool {
+        self.0.iter().any(|&(code, _)| code == i)
+    }
+
+    /// A row's inputs for the fit: each tied input's value added to the input whose price it
+    /// shares, so that one coefficient prices both.
+    fn merge(&self, features: &[f64; INPUT_COUNT]) -> [f64; INPUT_COUNT] {
+        let mut merged = *features;
+        for &(code, prose) in &self.0 {
+            merged[prose] += merged[code];
+            merged[code] = 0.0;
+        }
+        merged
+    }
+
+    /// Gives each tied input the price of the input it shares it with.
+    fn copy_prices(&self, beta: &mut [f64]) {
+        for &(code, prose) in &self.0 {
+            beta[code] = beta[prose];
+        }
+    }
+}
+
 /// The model term the core names `name`.
 fn term_named(name: &str) -> Result<usize> {
     (0..TERM_COUNT)
@@ -545,18 +615,29 @@ fn count_decomposed(counted: &[Counted]) -> Result<Vec<Counted>> {
     Ok(decomposed)
 }
 
-/// A second step ([`marks`], [`symbols`]): prices one term (its inputs left out of the main fit,
-/// `fit::Input::Unfitted`) on the training half of `docs` with every other coefficient of `beta`
-/// fixed, sets that price in every text kind, and prints it (`what`: the counted character).
-fn price_term(
-    beta: &mut [f64],
-    fam: Fam,
-    docs: &[Counted],
+/// A term priced after the main fit, on documents of its own ([`marks`], [`symbols`],
+/// [`phonetic`]), and reported in a table of its own below the accuracy table.
+struct SecondStep {
+    /// The model term (its inputs are left out of the main fit: `fit::Input::Unfitted`).
     term: usize,
-    what: &str,
-    floor_ratio: f64,
-) -> Result<()> {
+    /// The counted character, for the report line ("combining mark").
+    what: &'static str,
+    /// The category its documents are reported under (never one of the main fit).
+    category: &'static str,
+    /// Its documents, counted exactly, in both halves.
+    docs: Vec<Counted>,
+    /// The paragraph above its table, given the number of held-out documents.
+    heading: fn(usize) -> String,
+}
+
+/// A second step ([`SecondStep`]): prices `step`'s term on the training half of its documents
+/// with every other coefficient of `beta` fixed, sets that price in every text kind, and prints
+/// it.
+fn price_term(beta: &mut [f64], fam: Fam, step: &SecondStep, floor_ratio: f64) -> Result<()> {
     // The main fit left these inputs at zero (`fit::Input::Unfitted`).
+    let SecondStep {
+        term, what, docs, ..
+    } = step;
     let inputs = |kind: usize| kind * TERM_COUNT + term;
     let rows: Vec<fit::PriceRow> = docs
         .iter()
@@ -921,8 +1002,7 @@ fn debug_ratios(path: &Path, counted: &[Counted], fam: Fam, beta: &[f64]) -> Res
 
 fn accuracy_report(
     counted: &[Counted],
-    decomposed: &[Counted],
-    symbol_docs: &[Counted],
+    steps: &[SecondStep],
     tables: &[(Fam, Vec<f64>)],
 ) -> String {
     let held_out: Vec<&Counted> = counted.iter().filter(|c| !c.train).collect();
@@ -945,32 +1025,13 @@ fn accuracy_report(
             accuracy_row(&mut out, *fam, beta, category, &docs);
         }
     }
-    let held_out: Vec<&Counted> = decomposed.iter().filter(|c| !c.train).collect();
-    let _ = writeln!(
-        out,
-        "\nDecomposed text (not a category of the corpus): the NFD forms of the held-out `{}` \
-         documents with at least {} combining marks, {} documents. The price of a mark is fitted \
-         on the training half's, with every other coefficient fixed (`tools/fit-tokens/src/marks.rs`).\n",
-        marks::SOURCE_CATEGORY,
-        marks::MIN_MARKS,
-        held_out.len()
-    );
-    accuracy_header(&mut out);
-    for (fam, beta) in tables {
-        accuracy_row(&mut out, *fam, beta, marks::CATEGORY, &held_out);
-    }
-    let held_out: Vec<&Counted> = symbol_docs.iter().filter(|c| !c.train).collect();
-    let _ = writeln!(
-        out,
-        "\nMiscellaneous symbols and dingbats (not a category of the corpus): generated lines of \
-         them (ratings, task lists, table rows of marks, runs of symbols), {} held-out documents. \
-         The price of a symbol is fitted on the training half's, with every other coefficient \
-         fixed (`tools/fit-tokens/src/symbols.rs`).\n",
-        held_out.len()
-    );
-    accuracy_header(&mut out);
-    for (fam, beta) in tables {
-        accuracy_row(&mut out, *fam, beta, symbols::CATEGORY, &held_out);
+    for step in steps {
+        let held_out: Vec<&Counted> = step.docs.iter().filter(|c| !c.train).collect();
+        let _ = writeln!(out, "\n{}\n", (step.heading)(held_out.len()));
+        accuracy_header(&mut out);
+        for (fam, beta) in tables {
+            accuracy_row(&mut out, *fam, beta, step.category, &held_out);
+        }
     }
     out
 }
@@ -1031,7 +1092,7 @@ fn write_coefficients(args: &Args, counted: &[Counted], tables: &[(Fam, Vec<f64>
          //! @generated by `cargo run -p fit-tokens --profile fit` (seed {}, {} documents, {} \
          training). Do not edit.\n//! `claude` is fitted to max(o200k, cl100k, claude-legacy) × {} \
          per document: no offline vocabulary exists for current Claude models.\n//! \
-         `combining_marks` and `misc_symbols` are priced after the fit, one price each in every kind (`tools/fit-tokens/src/marks.rs`, `symbols.rs`).\n",
+         `combining_marks`, `misc_symbols` and `phonetic` are priced after the fit, one price each in every kind (`tools/fit-tokens/src/marks.rs`, `symbols.rs`, `phonetic.rs`).\n",
         args.seed,
         counted.len(),
         counted.iter().filter(|c| c.train).count(),

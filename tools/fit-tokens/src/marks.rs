@@ -37,6 +37,16 @@ pub const MIN_MARKS: u64 = 20;
 /// The core's name of the count: its script and its model term.
 pub const NAME: &str = "combining_marks";
 
+/// The paragraph above the held-out decomposed documents' table in `accuracy.md`.
+pub fn heading(held_out: usize) -> String {
+    format!(
+        "Decomposed text (not a category of the corpus): the NFD forms of the held-out \
+         `{SOURCE_CATEGORY}` documents with at least {MIN_MARKS} combining marks, {held_out} \
+         documents. The price of a mark is fitted on the training half's, with every other \
+         coefficient fixed (`tools/fit-tokens/src/marks.rs`)."
+    )
+}
+
 /// The combining marks of `text`, as the core counts them.
 fn marks_in(text: &str) -> Result<u64> {
     let script = SCRIPT_NAMES

@@ -18,3 +18,13 @@ pub const CATEGORY: &str = "misc-symbols";
 
 /// The core's name of the count: its script and its model term.
 pub const NAME: &str = "misc_symbols";
+
+/// The paragraph above the held-out symbol documents' table in `accuracy.md`.
+pub fn heading(held_out: usize) -> String {
+    format!(
+        "Miscellaneous symbols and dingbats (not a category of the corpus): generated lines of \
+         them (ratings, task lists, table rows of marks, runs of symbols), {held_out} held-out \
+         documents. The price of a symbol is fitted on the training half's, with every other \
+         coefficient fixed (`tools/fit-tokens/src/symbols.rs`)."
+    )
+}

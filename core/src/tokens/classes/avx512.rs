@@ -490,7 +490,7 @@ const OTHER2: u8 = 1 << 0;
 const CYRILLIC: u8 = 1 << 1;
 /// `C2`, `C3`: Latin-1.
 const LATIN1: u8 = 1 << 2;
-/// `C4`..=`CA`: Latin Extended.
+/// `C4`..=`C8`: Latin Extended.
 const LATIN_EXT: u8 = 1 << 3;
 /// Three-byte leads not below.
 const OTHER3: u8 = 1 << 4;
