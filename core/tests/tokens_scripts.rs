@@ -61,7 +61,7 @@
 //! (`tools/fit-tokens/src/phonetic.rs`); their leads `C9` and `CA` were Latin Extended, and a
 //! transcribed sentence was estimated at 0.51 of its o200k count and 0.64 of cl100k's. Also
 //! since session 47 the accented letters of code cost what they cost in prose: the `code` kind
-//! had priced a Latin Extended letter at 10–13 tokens, and the Rust functions with Polish and
+//! had priced a Latin Extended letter at 8–13 tokens, and the Rust functions with Polish and
 //! Czech comments below at 2.9–3.8 times their exact counts.
 //!
 //! Needs the exact counters (`cargo test -p ferroloop --features exact --test tokens_scripts`).
@@ -293,7 +293,7 @@ fn scripts_outside_the_first_corpus_are_not_under_estimated() {
 
 /// Code whose comments, strings and identifiers are in Polish or Czech: its accented letters cost
 /// what they cost in prose, so the estimate stays within twice the exact count (it was 2.9–3.8
-/// times it when the `code` kind priced a Latin Extended letter at 10–13 tokens).
+/// times it when the `code` kind priced a Latin Extended letter at 8–13 tokens).
 const ACCENTED_CODE: [(&str, &str); 2] = [
     (
         "polish rust",
