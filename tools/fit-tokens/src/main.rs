@@ -542,7 +542,7 @@ fn fit_with_floor(
 
 /// Terms whose price in the `code` kind is the `prose` kind's: the accented letters of comments,
 /// string literals and identifiers cost what they cost in prose. The code of the corpus has
-/// almost none of them (a few in four training documents), and priced on their own they took
+/// almost none of them (a few in a handful of training documents), and priced on their own they took
 /// 5–17 tokens a letter, which put Rust with Polish or Czech comments at 2.9–3.8× its o200k
 /// count.
 const TIED_TO_PROSE: [&str; 2] = ["latin1", "latin_ext"];
@@ -1390,5 +1390,32 @@ mod tests {
         for (position, fam) in Fam::ALL.into_iter().enumerate() {
             assert_eq!(fam.index(), position, "{}", fam.name());
         }
+    }
+
+    #[test]
+    fn tied_code_inputs_are_fitted_with_prose_and_take_its_price() -> Result<()> {
+        let ties = CodeTies::new()?;
+        let kind = |name: &str| KIND_NAMES.iter().position(|&k| k == name);
+        let (Some(code), Some(prose)) = (kind("code"), kind("prose")) else {
+            bail!("no code or prose kind");
+        };
+        let latin1 = term_named("latin1")?;
+        let (code_input, prose_input) = (code * TERM_COUNT + latin1, prose * TERM_COUNT + latin1);
+        assert!(ties.is_tied(code_input));
+        assert!(!ties.is_tied(prose_input));
+        // A row's code share of the count joins its prose share for the fit.
+        let mut features = [0.0; INPUT_COUNT];
+        features[code_input] = 3.0;
+        features[prose_input] = 2.0;
+        let merged = ties.merge(&features);
+        assert_eq!((merged[code_input], merged[prose_input]), (0.0, 5.0));
+        // After the fit the code input costs what the prose input does, so the estimate of the
+        // unmerged row is the one the fit saw.
+        let mut beta = vec![0.0; INPUT_COUNT];
+        beta[prose_input] = 0.75;
+        ties.copy_prices(&mut beta);
+        assert_eq!(beta[code_input], 0.75);
+        assert_eq!(fit::predict(&beta, &features), fit::predict(&beta, &merged));
+        Ok(())
     }
 }
