@@ -1712,9 +1712,21 @@ pub fn guard_docs(roots: &Roots, selection: &Selection) -> Vec<Doc> {
 /// second step that prices them (`symbols.rs`), never rows of the main fit: even-numbered
 /// documents are the training half, odd-numbered ones held out.
 pub fn misc_symbol_docs(selection: &Selection, category: &'static str) -> Vec<(Doc, bool)> {
-    let mut g = Rng::new(selection.seed ^ 0x6D69_7363_0000);
+    second_step_docs(selection, category, 0x6D69_7363_0000, gen_misc_symbols)
+}
+
+/// The 48 documents of a second step, drawn by `generate` from a generator seeded with the
+/// selection's seed and `salt`: even-numbered documents are the training half, odd-numbered
+/// ones held out.
+fn second_step_docs(
+    selection: &Selection,
+    category: &'static str,
+    salt: u64,
+    generate: fn(&mut Rng) -> String,
+) -> Vec<(Doc, bool)> {
+    let mut g = Rng::new(selection.seed ^ salt);
     (0..48)
-        .map(|n| (generated(category, n, gen_misc_symbols(&mut g)), n % 2 == 0))
+        .map(|n| (generated(category, n, generate(&mut g)), n % 2 == 0))
         .collect()
 }
 
@@ -1776,10 +1788,7 @@ fn gen_misc_symbols(g: &mut Rng) -> String {
 /// U+0250–U+02FF), generated for the second step that prices them (`phonetic.rs`), never rows
 /// of the main fit: even-numbered documents are the training half, odd-numbered ones held out.
 pub fn phonetic_docs(selection: &Selection, category: &'static str) -> Vec<(Doc, bool)> {
-    let mut g = Rng::new(selection.seed ^ 0x6970_6100_0000);
-    (0..48)
-        .map(|n| (generated(category, n, gen_phonetic(&mut g)), n % 2 == 0))
-        .collect()
+    second_step_docs(selection, category, 0x6970_6100_0000, gen_phonetic)
 }
 
 /// English words and a broad transcription of each (British, with a few American forms), as a

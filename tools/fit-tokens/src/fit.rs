@@ -216,18 +216,18 @@ pub fn fit(rows: &[Row<'_>], inputs: &[Input], objective: Objective, rounds: usi
     beta
 }
 
-/// One training row of a second step (`marks.rs`, `symbols.rs`): the estimate without the
-/// priced term, the term's count, and what the family is fitted to.
+/// One training row of a second step (`marks.rs`, `symbols.rs`, `phonetic.rs`): the estimate
+/// without the priced term, the term's count, and what the family is fitted to.
 pub struct PriceRow {
     pub base: f64,
     pub count: f64,
     pub target: f64,
 }
 
-/// The price per counted character (a mark, a symbol) of a second step: least squares on
-/// relative error with under-estimates weighing `under_weight` times as much (iteratively re-weighted, as the main fit), not below zero; then
-/// raised, as the main fit's safety scale is, until at most `floor_quantile` of the rows are
-/// below `floor_ratio`.
+/// The price per counted character (a mark, a symbol, a phonetic letter) of a second step:
+/// least squares on relative error with under-estimates weighing `under_weight` times as much
+/// (iteratively re-weighted, as the main fit), not below zero; then raised, as the main fit's
+/// safety scale is, until at most `floor_quantile` of the rows are below `floor_ratio`.
 pub fn price_per_count(
     rows: &[PriceRow],
     under_weight: f64,

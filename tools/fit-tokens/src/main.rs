@@ -553,13 +553,7 @@ struct CodeTies(Vec<(usize, usize)>);
 
 impl CodeTies {
     fn new() -> Result<CodeTies> {
-        let kind = |name: &str| {
-            KIND_NAMES
-                .iter()
-                .position(|&k| k == name)
-                .with_context(|| format!("the core has no {name} kind"))
-        };
-        let (code, prose) = (kind("code")?, kind("prose")?);
+        let (code, prose) = (kind_named("code")?, kind_named("prose")?);
         let pairs = TIED_TO_PROSE
             .iter()
             .map(|&name| {
@@ -592,6 +586,14 @@ impl CodeTies {
             beta[code] = beta[prose];
         }
     }
+}
+
+/// The text kind the core names `name` (its index in `KIND_NAMES`).
+fn kind_named(name: &str) -> Result<usize> {
+    KIND_NAMES
+        .iter()
+        .position(|&k| k == name)
+        .with_context(|| format!("the core has no {name} kind"))
 }
 
 /// The model term the core names `name`.
@@ -1395,10 +1397,7 @@ mod tests {
     #[test]
     fn tied_code_inputs_are_fitted_with_prose_and_take_its_price() -> Result<()> {
         let ties = CodeTies::new()?;
-        let kind = |name: &str| KIND_NAMES.iter().position(|&k| k == name);
-        let (Some(code), Some(prose)) = (kind("code"), kind("prose")) else {
-            bail!("no code or prose kind");
-        };
+        let (code, prose) = (kind_named("code")?, kind_named("prose")?);
         let latin1 = term_named("latin1")?;
         let (code_input, prose_input) = (code * TERM_COUNT + latin1, prose * TERM_COUNT + latin1);
         assert!(ties.is_tied(code_input));

@@ -13,9 +13,9 @@
 //! at 21 cl100k tokens and pushed held-out `latin-eu` over 10%). So the main fit stays as it is,
 //! and this step fits one number per family with every other coefficient fixed: the price of a
 //! mark, the same in every text kind (the gates sum to one, so it adds that price per mark
-//! whatever the kind: `fit::price_per_count`). The rows are the decomposed forms of the `latin-eu` documents with at
-//! least [`MIN_MARKS`] marks, in the half of their source document; the held-out ones are
-//! reported beside the accuracy table.
+//! whatever the kind: `fit::price_per_count`). The rows are the decomposed forms of the
+//! `latin-eu` documents with at least [`MIN_MARKS`] marks, in the half of their source document;
+//! the held-out ones are reported beside the accuracy table.
 
 use anyhow::{Context, Result};
 use ferroloop::tokens::{SCRIPT_NAMES, count_classes};
