@@ -64,6 +64,12 @@
 //! had priced a Latin Extended letter at 8–13 tokens, and the Rust functions with Polish and
 //! Czech comments below at 2.9–3.8 times their exact counts.
 //!
+//! Since session 48 CJK Extension A and the Yijing hexagram symbols (U+3400–U+4DFF), which
+//! share the leads of kana (`E3`) and of the ideographs (`E4`), count with `rare_script` rather
+//! than as kana and CJK, as U+A000–U+ABFF does rather than as Hangul: the vocabularies spend a
+//! token per byte on them. The Extension A texts below were estimated at 0.40 and 0.76 of
+//! their o200k counts and 0.76 and 0.96 of cl100k's; the hexagrams have a test of their own.
+//!
 //! Needs the exact counters (`cargo test -p ferroloop --features exact --test tokens_scripts`).
 #![cfg(feature = "exact")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -78,7 +84,7 @@ const CEILING: f64 = 3.0;
 
 /// Sentences written for this test (not from the fitting corpus), each repeated to a few hundred
 /// tokens so that rounding does not matter.
-const TEXTS: [(&str, &str); 46] = [
+const TEXTS: [(&str, &str); 48] = [
     (
         "arabic",
         "تعتبر اللغة العربية من أكثر اللغات انتشاراً في العالم، ويتحدث بها ملايين الناس. وهي لغة رسمية في كثير من الدول.\n",
@@ -228,6 +234,16 @@ const TEXTS: [(&str, &str); 46] = [
     ),
     ("vai", "ꕙꔤ ꕞꕌꖝ ꔳ ꕚꖩ ꗏ ꖸ ꔀꕌ ꕞ ꖏꕎ ꔒꕩ ꗋꔷ ꕉ ꘋꕧ ꔫꕃ ꕮ ꖨ ꗂ ꔻ ꕙꕢ.\n"),
     ("javanese", "ꦧꦱꦗꦮ ꦲꦶꦏꦸ ꦧꦱ ꦲꦁꦒꦺꦴꦤ꧀ ꦮꦺꦴꦁ ꦗꦮ ꦲꦶꦁ ꦠꦤꦃ ꦗꦮ ꦭꦤ꧀ ꦱꦸꦫꦶꦤꦩ꧀꧉\n"),
+    // CJK Extension A and the Yijing hexagram symbols (U+3400–U+4DFF), leads `E3` and `E4`.
+    (
+        "cjk extension a",
+        "㐀㐁㐂㐃㐄㐅㐆㐇 㒰㒱㒲㒳 䀀䀁䀂䀃 䶰䶱䶲䶳䶴䶵\n",
+    ),
+    (
+        "chinese with extension a",
+        "《康熙字典》收录了许多罕见字，例如㐂、㑳、㵘和䶮（南汉皇帝刘䶮之名），\
+         现代输入法往往无法打出这些字。\n",
+    ),
     // Phonetic transcription (IPA Extensions, Spacing Modifier Letters).
     (
         "ipa",
@@ -321,6 +337,28 @@ fn accented_letters_in_code_cost_what_they_cost_in_prose() {
             if !(FLOOR..=2.0).contains(&ratio) {
                 failures.push(format!("{name} {family}: {ratio:.2}"));
             }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The Yijing hexagram symbols (U+4DC0–U+4DFF) between the ideographs of their names. They count
+/// with `rare_script` as CJK Extension A does (they share its lead and first continuation
+/// bytes), but the fit's `script` kind prices that count from Extension A in Chinese words,
+/// and a hexagram, a symbol that the vocabularies' pre-tokenizers split from the ideographs
+/// beside it, costs a token or two more. Counted as ideographs they were estimated at 0.61 of
+/// their o200k count and 0.86 of cl100k's; now 0.78 and 0.82, short of the floor. Guard
+/// documents of hexagrams held at the floor moved claude-legacy's `latin-eu` category over
+/// 10% P90 (session 48), so this test holds the estimate at what the rare-script count gives.
+#[test]
+fn hexagrams_between_ideographs_are_not_priced_as_ideographs() {
+    let text = "䷀ 乾 ䷁ 坤 ䷂ 屯 ䷃ 蒙 ䷄ 需 ䷅ 讼 ䷆ 师 ䷇ 比\n".repeat(12);
+    let mut failures = Vec::new();
+    for family in [Family::O200k, Family::Cl100k] {
+        let exact = count_exact(&text, family).unwrap();
+        let ratio = estimate_text(&text, family) as f64 / exact as f64;
+        if !(0.75..=CEILING).contains(&ratio) {
+            failures.push(format!("{family}: {ratio:.2}"));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

@@ -134,15 +134,18 @@ pub struct ClassCounts {
     /// identifiers or foreign words, which vocabularies split more finely than pronounceable
     /// words.
     pub consonant_runs: u64,
-    /// CJK ideographs (UTF-8 leads `E4`–`E9`: U+4000–U+9FFF).
+    /// CJK ideographs (UTF-8 leads `E4`–`E9`: U+4E00–U+9FFF). The characters of lead `E4`
+    /// before them (U+4000–U+4DFF: CJK Extension A and the Yijing hexagram symbols), which the
+    /// vocabularies have no tokens for, are told apart by their first continuation byte
+    /// ([`rare_block`]) and count as `other3` and in the `rare_script` script count instead.
     pub cjk: u64,
-    /// Kana and CJK punctuation (lead `E3`: U+3000–U+3FFF).
+    /// Kana and CJK punctuation (lead `E3`: U+3000–U+33FF). The rest of lead `E3`
+    /// (U+3400–U+3FFF: CJK Extension A) counts as `other3` and `rare_script` ([`rare_block`]).
     pub kana: u64,
     /// Hangul syllables and the blocks after them (leads `EA`–`ED`: U+AC00–U+DFFF). The
     /// characters of lead `EA` before the syllables (U+A000–U+ABFF: Yi, Vai, Javanese, Cham,
-    /// ...), which the vocabularies have no tokens for, are told apart by their first
-    /// continuation byte ([`is_pre_hangul`]) and count as `other3` and in the `rare_script`
-    /// script count instead: counted as Hangul, Yi was estimated at 0.38 of its o200k count.
+    /// ...), which the vocabularies have no tokens for, count as `other3` and `rare_script`
+    /// ([`rare_block`]): counted as Hangul, Yi was estimated at 0.38 of its o200k count.
     pub hangul: u64,
     /// Cyrillic letters (leads `D0`–`D1`: U+0400–U+047F).
     pub cyrillic: u64,
@@ -357,24 +360,67 @@ const fn is_east_asian_lead(b: u8) -> bool {
     b >= 0xE3 && b <= 0xED
 }
 
+/// Where [`rare_block`] finds a character: not in a rare block.
+pub const NOT_RARE: usize = 0;
+/// Where [`rare_block`] finds a character: CJK Extension A of lead `E3` (U+3400–U+3FFF), which
+/// the byte classes count as kana.
+pub const RARE_OF_KANA: usize = 1;
+/// Where [`rare_block`] finds a character: CJK Extension A of lead `E4` and the Yijing hexagram
+/// symbols (U+4000–U+4DFF), which the byte classes count as CJK.
+pub const RARE_OF_CJK: usize = 2;
+/// Where [`rare_block`] finds a character: U+A000–U+ABFF (Yi, Vai, Javanese, Cham, ...), which
+/// the byte classes count as Hangul.
+pub const RARE_OF_HANGUL: usize = 3;
+
 /// Whether the first three bytes of `word` (little-endian: the lead in the low byte) are a
-/// complete character of U+A000–U+ABFF: lead `EA`, first continuation below `B0` (Hangul
-/// syllables start at U+AC00, `EA B0 80`). Byte classes count lead `EA` as Hangul; the kernels
-/// count these characters apart while they look the east-Asian leads up in the [`is_common3`]
-/// bitmap (none of them is common), and move them from `hangul` to `other3` and the
-/// `rare_script` count once the byte classes are applied.
+/// complete character of a block the vocabularies have no tokens for although its lead is
+/// kana's, CJK's or Hangul's, and which of those classes counts it: [`RARE_OF_KANA`],
+/// [`RARE_OF_CJK`], [`RARE_OF_HANGUL`] or [`NOT_RARE`].
+///
+/// - CJK Unified Ideographs Extension A (U+3400–U+4DBF: lead `E3` from first continuation
+///   `90`, lead `E4` up to `B6`) and the Yijing hexagram symbols after it (U+4DC0–U+4DFF, `E4
+///   B7`): rare ideographs of names and classical text, and symbols, a token per byte in every
+///   vocabulary. Counted as kana and CJK, a text of them was estimated at 0.41 of its o200k
+///   count.
+/// - U+A000–U+ABFF (lead `EA`, first continuation below `B0`; the Hangul syllables start at
+///   U+AC00, `EA B0 80`). Counted as Hangul, Yi was estimated at 0.38 of its o200k count.
+///
+/// The kernels count these characters apart while they look the east-Asian leads up in the
+/// [`is_common3`] bitmap (none of them is common: a test checks the bitmap), and move them to
+/// `other3` and the `rare_script` count once the byte classes are applied ([`RareBlocks`]).
 #[inline(always)]
-pub const fn is_pre_hangul(word: u32) -> bool {
-    word & 0x00C0_C0FF == 0x0080_80EA && (word >> 8) & 0xFF < 0xB0
+pub const fn rare_block(word: u32) -> usize {
+    let complete = word & 0x00C0_C0F0 == 0x0080_80E0;
+    let (lead, b1) = (word & 0xFF, (word >> 8) & 0xFF);
+    let kana = complete & (lead == 0xE3) & (b1 >= 0x90);
+    let cjk = complete & (lead == 0xE4) & (b1 <= 0xB7);
+    let hangul = complete & (lead == 0xEA) & (b1 < 0xB0);
+    kana as usize * RARE_OF_KANA + cjk as usize * RARE_OF_CJK + hangul as usize * RARE_OF_HANGUL
 }
 
-/// Moves `pre_hangul` characters ([`is_pre_hangul`]) from `hangul` to `other3` and the
-/// `rare_script` script count, once the byte classes are applied.
-fn move_pre_hangul(c: &mut ClassCounts, pre_hangul: u64) {
-    debug_assert!(c.hangul >= pre_hangul);
-    c.hangul = c.hangul.saturating_sub(pre_hangul);
-    c.other3 += pre_hangul;
-    c.scripts[RARE_SCRIPT] += pre_hangul;
+/// Characters of the rare blocks ([`rare_block`]), by the class that counted them: index
+/// [`RARE_OF_KANA`], [`RARE_OF_CJK`] or [`RARE_OF_HANGUL`] (index [`NOT_RARE`] is a tally of
+/// the others, never read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RareBlocks(pub(crate) [u64; 4]);
+
+impl RareBlocks {
+    /// All characters of the rare blocks.
+    pub(crate) fn total(&self) -> u64 {
+        self.0[RARE_OF_KANA] + self.0[RARE_OF_CJK] + self.0[RARE_OF_HANGUL]
+    }
+
+    /// Moves the characters from the classes that counted them to `other3` and the
+    /// `rare_script` script count, once the byte classes are applied.
+    pub(crate) fn move_to_rare_script(&self, c: &mut ClassCounts) {
+        let [_, kana, cjk, hangul] = self.0;
+        debug_assert!(c.kana >= kana && c.cjk >= cjk && c.hangul >= hangul);
+        c.kana = c.kana.saturating_sub(kana);
+        c.cjk = c.cjk.saturating_sub(cjk);
+        c.hangul = c.hangul.saturating_sub(hangul);
+        c.other3 += self.total();
+        c.scripts[RARE_SCRIPT] += self.total();
+    }
 }
 
 /// Totals of the per-byte classes, turned into the per-byte fields of [`ClassCounts`].
@@ -576,8 +622,8 @@ struct HighRuns {
     cyrillic_ext: u64,
     cyrillic_upper: u64,
     rare3: u64,
-    /// Characters of U+A000–U+ABFF ([`is_pre_hangul`]).
-    pre_hangul: u64,
+    /// Characters of the rare blocks ([`rare_block`]).
+    rare_blocks: RareBlocks,
     leads: PendingLeads,
     /// Index of the last block visited, and its `D1` and `D0` masks.
     last: Option<usize>,
@@ -615,24 +661,24 @@ impl HighRuns {
                 east_asian &= east_asian - 1;
                 let word =
                     u32::from_le_bytes([window[j], window[j + 1], window[j + 2], window[j + 3]]);
-                let pre_hangul = is_pre_hangul(word);
-                self.pre_hangul += u64::from(pre_hangul);
-                self.rare3 += u64::from(!pre_hangul & !is_common3_lead(word));
+                let block = rare_block(word);
+                self.rare_blocks.0[block] += 1;
+                self.rare3 += u64::from((block == NOT_RARE) & !is_common3_lead(word));
             }
         }
         // The last block of the text.
         while east_asian != 0 {
             let i = start + east_asian.trailing_zeros() as usize;
             east_asian &= east_asian - 1;
-            let (common, pre_hangul) = match bytes.get(i..i + 3) {
+            let (common, block) = match bytes.get(i..i + 3) {
                 Some(&[b0, b1, b2]) => (
                     is_common3(b0, b1, b2),
-                    is_pre_hangul(u32::from_le_bytes([b0, b1, b2, 0])),
+                    rare_block(u32::from_le_bytes([b0, b1, b2, 0])),
                 ),
-                _ => (false, false),
+                _ => (false, NOT_RARE),
             };
-            self.pre_hangul += u64::from(pre_hangul);
-            self.rare3 += u64::from(!pre_hangul & !common);
+            self.rare_blocks.0[block] += 1;
+            self.rare3 += u64::from((block == NOT_RARE) & !common);
         }
     }
 
@@ -644,13 +690,14 @@ impl HighRuns {
     }
 
     /// Copies the counts into `c` (`bytes`: the text, to decode the last script leads), whose
-    /// byte classes must be applied already ([`move_pre_hangul`] moves characters between them).
+    /// byte classes must be applied already ([`RareBlocks::move_to_rare_script`] moves
+    /// characters between them).
     fn finish(self, bytes: &[u8], c: &mut ClassCounts) {
         c.cyrillic_ext = self.cyrillic_ext;
         c.cyrillic_upper = self.cyrillic_upper;
         c.rare3 = self.rare3;
         c.scripts = self.leads.finish(bytes);
-        move_pre_hangul(c, self.pre_hangul);
+        self.rare_blocks.move_to_rare_script(c);
     }
 }
 
@@ -1546,21 +1593,24 @@ mod tests {
         let mut alnum_run = 0u32;
         let mut letter_run = 0u32;
         let mut consonant_run = 0u32;
-        // Complete characters of U+A000–U+ABFF, by decoding (the kernels test the bytes).
-        let mut pre_hangul = 0;
+        // Complete characters of the rare blocks, by decoding (the kernels test the bytes).
+        let mut rare_blocks = RareBlocks::default();
         for (i, &b) in bytes.iter().enumerate() {
             if is_east_asian_lead(b) {
-                let (common, pre) = match bytes.get(i..i + 3) {
+                let (common, block) = match bytes.get(i..i + 3) {
                     Some(&[b0, b1, b2]) => (
                         is_common3(b0, b1, b2),
-                        std::str::from_utf8(&[b0, b1, b2]).is_ok_and(|s| {
-                            s.chars().all(|ch| ('\u{A000}'..='\u{ABFF}').contains(&ch))
-                        }),
+                        match std::str::from_utf8(&[b0, b1, b2]).map(|s| s.chars().next()) {
+                            Ok(Some('\u{3400}'..='\u{3FFF}')) => RARE_OF_KANA,
+                            Ok(Some('\u{4000}'..='\u{4DFF}')) => RARE_OF_CJK,
+                            Ok(Some('\u{A000}'..='\u{ABFF}')) => RARE_OF_HANGUL,
+                            _ => NOT_RARE,
+                        },
                     ),
-                    _ => (false, false),
+                    _ => (false, NOT_RARE),
                 };
-                c.rare3 += u64::from(!common && !pre);
-                pre_hangul += u64::from(pre);
+                c.rare3 += u64::from(!common && block == NOT_RARE);
+                rare_blocks.0[block] += 1;
             }
         }
         let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\r');
@@ -1619,9 +1669,12 @@ mod tests {
             prev = Some(b);
         }
         crate::tokens::scripts::count_scripts(bytes, &mut c.scripts);
-        c.hangul -= pre_hangul;
-        c.other3 += pre_hangul;
-        c.scripts[RARE_SCRIPT] += pre_hangul;
+        let [_, kana, cjk, hangul] = rare_blocks.0;
+        c.kana -= kana;
+        c.cjk -= cjk;
+        c.hangul -= hangul;
+        c.other3 += kana + cjk + hangul;
+        c.scripts[RARE_SCRIPT] += kana + cjk + hangul;
         c
     }
 
@@ -1849,40 +1902,107 @@ mod tests {
         }
     }
 
+    /// [`rare_block`] of the first three bytes of `bytes`.
+    fn block_of(bytes: &[u8]) -> usize {
+        let mut word = [0u8; 4];
+        word[..3].copy_from_slice(&bytes[..3]);
+        rare_block(u32::from_le_bytes(word))
+    }
+
+    /// Counts `word` 20 times after every padding of a block, then the first `cut` bytes (0, 1
+    /// or 2) of `last`, in every kernel against the reference, and hands each count and
+    /// whether a sequence was cut short to `expect`.
+    fn at_every_offset_and_cut(word: &str, last: char, expect: impl Fn(&ClassCounts, bool)) {
+        let mut utf8 = [0u8; 4];
+        let last = last.encode_utf8(&mut utf8).as_bytes();
+        for pad in 0..64 {
+            let text = format!("{}{}", "x".repeat(pad), word.repeat(20));
+            for cut in [0, 1, 2] {
+                let mut bytes = text.as_bytes().to_vec();
+                bytes.extend_from_slice(&last[..cut]);
+                check(&bytes);
+                expect(&count_classes(&bytes), cut > 0);
+            }
+        }
+    }
+
+    /// Every three-byte character of `chars` is in block `expected(ch)` and not common: the
+    /// AVX-512 kernel's bitmap lookup counts a rare block's characters as rare, and takes them
+    /// back.
+    fn assert_blocks(chars: std::ops::RangeInclusive<char>, expected: impl Fn(char) -> usize) {
+        for ch in chars.filter(|ch| ch.len_utf8() == 3) {
+            let mut buf = [0u8; 4];
+            ch.encode_utf8(&mut buf);
+            assert!(!is_common3(buf[0], buf[1], buf[2]), "{ch:?}");
+            assert_eq!(block_of(&buf), expected(ch), "{ch:?}");
+        }
+    }
+
     #[test]
     fn characters_before_the_hangul_syllables_count_as_a_rare_script() {
         // Lead `EA` below U+AC00 (Yi, Vai, Javanese, the first and last such characters) beside
         // Hangul syllables (the first, U+AC00, too) and ideographs, at every offset of a block,
         // with a sequence cut short at the end.
         let word = "ꆈꌠꁱ ꕙꔤ ꦧꦱꦗꦮ \u{A000}\u{ABFF}\u{AC00} 한국 中文 ";
-        for pad in 0..64 {
-            let text = format!("{}{}", "x".repeat(pad), word.repeat(20));
-            for cut in [0, 1, 2] {
-                let mut bytes = text.as_bytes().to_vec();
-                bytes.extend_from_slice(&"ꆈ".as_bytes()[..cut]);
-                check(&bytes);
-                let c = count_classes(&bytes);
-                let pre = 20 * (3 + 2 + 4 + 2);
-                assert_eq!(c.scripts[RARE_SCRIPT], pre, "pad {pad}");
-                assert_eq!(c.hangul, 20 * 3 + u64::from(cut > 0), "pad {pad}");
-                assert_eq!(c.other3, pre, "pad {pad}");
-                // Only the ideographs may be rare, and the cut sequence is.
-                assert!(c.rare3 <= 20 * 2 + 1, "pad {pad}");
-                assert_eq!(c.rare3 % 20, u64::from(cut > 0), "pad {pad}");
+        at_every_offset_and_cut(word, 'ꆈ', |c, cut| {
+            let pre = 20 * (3 + 2 + 4 + 2);
+            assert_eq!(c.scripts[RARE_SCRIPT], pre);
+            assert_eq!(c.hangul, 20 * 3 + u64::from(cut));
+            assert_eq!(c.other3, pre);
+            // Only the ideographs may be rare, and the cut sequence is.
+            assert!(c.rare3 <= 20 * 2 + 1);
+            assert_eq!(c.rare3 % 20, u64::from(cut));
+        });
+        assert_blocks('\u{A000}'..='\u{ABFF}', |_| RARE_OF_HANGUL);
+        for (bytes, expected) in [
+            ([0xEA, 0x80, 0x80], RARE_OF_HANGUL),
+            ([0xEA, 0xAF, 0xBF], RARE_OF_HANGUL),
+            ([0xEA, 0xB0, 0x80], NOT_RARE),
+            ([0xEA, 0x80, b'a'], NOT_RARE),
+            ([0xEB, 0x80, 0x80], NOT_RARE),
+        ] {
+            assert_eq!(block_of(&bytes), expected, "{bytes:x?}");
+        }
+    }
+
+    #[test]
+    fn cjk_extension_a_and_the_hexagrams_count_as_a_rare_script() {
+        // CJK Extension A of lead `E3` (the first, U+3400, and the last, U+3FFF) and of lead
+        // `E4`, the last of it (U+4DB5, U+4DBF), the hexagrams (U+4DC0, U+4DFF), beside kana,
+        // CJK punctuation, the first ideograph of the main block (U+4E00) and others, at every
+        // offset of a block, with a sequence cut short at the end.
+        let word = "㐀㑇㒨 \u{3FFF}\u{4000}䀀䕫 \u{4DB5}\u{4DBF}䷀䷿ 一中文 かな。 ";
+        at_every_offset_and_cut(word, '䀀', |c, cut| {
+            let (of_kana, of_cjk) = (20 * 4, 20 * 7);
+            assert_eq!(c.scripts[RARE_SCRIPT], of_kana + of_cjk);
+            assert_eq!(c.kana, 20 * 3);
+            assert_eq!(c.cjk, 20 * 3 + u64::from(cut));
+            assert_eq!(c.other3, of_kana + of_cjk);
+            // Only the cut sequence may be rare among the others.
+            assert_eq!(c.rare3 % 20, u64::from(cut));
+        });
+        assert_blocks('\u{3400}'..='\u{4DFF}', |ch| {
+            if ch < '\u{4000}' {
+                RARE_OF_KANA
+            } else {
+                RARE_OF_CJK
             }
-        }
-        // The AVX-512 kernel's bitmap lookup counts them as rare, and takes them back.
-        for ch in ('\u{A000}'..='\u{ABFF}').filter(|ch| ch.len_utf8() == 3) {
+        });
+        for (ch, expected) in [
+            ('\u{33FF}', NOT_RARE),
+            ('\u{4E00}', NOT_RARE),
+            ('あ', NOT_RARE),
+        ] {
             let mut buf = [0u8; 4];
-            ch.encode_utf8(&mut buf);
-            assert!(!is_common3(buf[0], buf[1], buf[2]), "{ch:?}");
-            assert!(is_pre_hangul(u32::from_le_bytes(buf)), "{ch:?}");
+            assert_eq!(
+                block_of(ch.encode_utf8(&mut buf).as_bytes()),
+                expected,
+                "{ch:?}"
+            );
         }
-        assert!(is_pre_hangul(u32::from_le_bytes([0xEA, 0x80, 0x80, 0])));
-        assert!(is_pre_hangul(u32::from_le_bytes([0xEA, 0xAF, 0xBF, 0])));
-        assert!(!is_pre_hangul(u32::from_le_bytes([0xEA, 0xB0, 0x80, 0])));
-        assert!(!is_pre_hangul(u32::from_le_bytes([0xEA, 0x80, b'a', 0])));
-        assert!(!is_pre_hangul(u32::from_le_bytes([0xEB, 0x80, 0x80, 0])));
+        // A lead without its continuations is no character of a block.
+        assert_eq!(block_of(&[0xE3, 0x90, b'a']), NOT_RARE);
+        assert_eq!(block_of(&[0xE4, b'a', 0x80]), NOT_RARE);
     }
 
     #[test]
@@ -1956,10 +2076,10 @@ mod tests {
     /// and the bytes sharing their table slots (`j w` in the AVX2 kernel's; `+ 6 1 :`, control
     /// and high bytes with the same low six bits in the AVX-512 kernel's), the bytes beside
     /// `A`..=`Z`, `a`..=`z` and `0`..=`9`, the spaces, line feed, JSON punctuation, control
-    /// bytes, the UTF-8 leads and continuations the multibyte classes split on, and for the
-    /// `th` pairs `h H` and `\xf4 \xe8` (`t` and `h` with the high bit set).
+    /// bytes, the UTF-8 leads and continuations the multibyte classes and the rare blocks split
+    /// on, and for the `th` pairs `h H` and `\xf4 \xe8` (`t` and `h` with the high bit set).
     const EDGE_BYTES: &[u8] = b"aeiouyAEIOUYbtxzBTXZkvqKVQjwJWhH\xf4\xe8+61\x0b\x16\x11\xab\xeb\xb6@[`{09/: \t\r\n\",[]{}-\x00\x1f\x7f\
-        \x80\x8f\x90\x9f\xa0\xaf\xb0\xbf\xc0\xc2\xc3\xc4\xca\xcb\xcf\xd0\xd1\xd2\xdf\
+        \x80\x8f\x90\x9f\xa0\xaf\xb0\xb7\xb8\xbf\xc0\xc2\xc3\xc4\xca\xcb\xcf\xd0\xd1\xd2\xdf\
         \xe0\xe2\xe3\xe4\xe9\xea\xed\xee\xef\xf0\xff";
 
     /// Runs of one edge byte (run lengths around the features' thresholds and the 64-byte
@@ -1997,7 +2117,7 @@ mod tests {
         }
 
         #[test]
-        fn kernels_match_on_text(s in "[a-zA-Z0-9 \\t\\r\\n{}\":,.\\-_/+=éłəˈɏαї中かㄱ한ꆈꦧ\u{ABFF}\u{AC00}й😀ไש─\u{E000}ｆ]{0,400}") {
+        fn kernels_match_on_text(s in "[a-zA-Z0-9 \\t\\r\\n{}\":,.\\-_/+=éłəˈɏαї中かㄱ한ꆈꦧ\u{ABFF}\u{AC00}\u{33FF}㐀䶵䷀一й😀ไש─\u{E000}ｆ]{0,400}") {
             let expected = reference(s.as_bytes());
             for kernel in KERNELS {
                 prop_assert_eq!(count_classes_with(s.as_bytes(), kernel), expected);

@@ -1694,6 +1694,17 @@ pub fn guard_docs(roots: &Roots, selection: &Selection) -> Vec<Doc> {
             gen_rare_script(&mut f, script),
         ));
     }
+    // Chinese with CJK Extension A ideographs among its words (the `rare_script` count of the
+    // `script` kind), from a generator of its own. Text of Extension A alone is the `other`
+    // kind, which the rare scripts above hold already.
+    let mut h = Rng::new(seed ^ 0x6578_745F_6100);
+    for n in 0..8 {
+        docs.push(generated(
+            "guard-han-extension-a",
+            n,
+            gen_han_with_extension_a(&mut h),
+        ));
+    }
     // Vietnamese (the `latin_ext_additional` count): no man page on the machine is in it, and
     // its catalogs are the only source.
     docs.extend(docs_read_from_files(
@@ -2142,6 +2153,83 @@ fn gen_rare_script(g: &mut Rng, script: &RareScript) -> String {
             }
         }
         s.push_str(if g.chance(0.5) { ".\n" } else { "\n" });
+    }
+    s
+}
+
+/// Common Chinese words (software messages' vocabulary) for [`gen_han_with_extension_a`].
+const HAN_WORDS: [&str; 48] = [
+    "文件",
+    "目录",
+    "设置",
+    "错误",
+    "用户",
+    "系统",
+    "打开",
+    "保存",
+    "关闭",
+    "删除",
+    "名称",
+    "选择",
+    "无法",
+    "找到",
+    "输入",
+    "输出",
+    "程序",
+    "数据",
+    "网络",
+    "连接",
+    "服务器",
+    "密码",
+    "帐户",
+    "时间",
+    "日期",
+    "版本",
+    "更新",
+    "安装",
+    "下载",
+    "上传",
+    "窗口",
+    "显示",
+    "隐藏",
+    "帮助",
+    "信息",
+    "警告",
+    "的",
+    "是",
+    "在",
+    "了",
+    "和",
+    "不",
+    "一个",
+    "这个",
+    "我们",
+    "可以",
+    "需要",
+    "已经",
+];
+
+/// Chinese sentences of common words with names of one to three CJK Extension A ideographs
+/// (U+3400–U+4DB5) among them: the rare characters of names and classical text, a token per
+/// byte in every vocabulary, beside words the vocabularies hold whole.
+fn gen_han_with_extension_a(g: &mut Rng) -> String {
+    let target = g.range(600, 3_000);
+    let share = [0.05, 0.15, 0.3][g.range(0, 3)];
+    let mut s = String::new();
+    while s.len() < target {
+        for i in 0..g.range(4, 16) {
+            if i > 0 && g.chance(0.2) {
+                s.push(if g.chance(0.5) { '，' } else { '、' });
+            }
+            if g.chance(share) {
+                for _ in 0..g.range(1, 4) {
+                    s.push(pick_char(g, &[(0x3400, 0x4DB5)]));
+                }
+            } else {
+                s.push_str(g.pick::<&str>(&HAN_WORDS));
+            }
+        }
+        s.push_str("。\n");
     }
     s
 }

@@ -22,8 +22,9 @@
 /// the fit's price for box characters and digits among them depends on them alone), and words in
 /// scripts no vocabulary knows well, lines of symbols, emoji sequences, Vietnamese catalogs and
 /// four-byte letters (the `rare_script`, `symbols`, `four`, `latin_ext_additional` and
-/// `rare_four` counts, which no category on the machine has enough of).
-pub const GUARDS: [(&str, f64); 13] = [
+/// `rare_four` counts, which no category on the machine has enough of), and Chinese with CJK
+/// Extension A ideographs among its words (the `rare_script` count in the `script` kind).
+pub const GUARDS: [(&str, f64); 14] = [
     ("guard-lorem", 0.75),
     ("guard-letters", 0.85),
     ("guard-scripts", 0.95),
@@ -37,6 +38,7 @@ pub const GUARDS: [(&str, f64); 13] = [
     ("guard-emoji-sequences", 0.85),
     ("guard-vietnamese", 0.90),
     ("guard-rare-four", 0.90),
+    ("guard-han-extension-a", 0.90),
 ];
 
 /// The least weight of a guard row below its floor: a guard is a constraint, and a family fitted

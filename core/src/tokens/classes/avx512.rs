@@ -37,7 +37,10 @@
 use super::super::scripts::{
     FOUR_BYTE_BASE, MIXED_RUN, SCRIPT_COUNT, SCRIPT_OF, SCRIPT_OF_RUN, THREE_BYTE_BASE,
 };
-use super::{COMMON3_FIRST, ClassCounts, byte_class, in_byte_class, is_rare_letter, is_vowel};
+use super::{
+    COMMON3_FIRST, ClassCounts, RARE_OF_CJK, RARE_OF_HANGUL, RARE_OF_KANA, RareBlocks, byte_class,
+    in_byte_class, is_rare_letter, is_vowel,
+};
 use std::arch::x86_64::*;
 
 // The bits of a class byte (ASCII bytes only; bytes `>= 0x80` and padding get 0).
@@ -596,8 +599,8 @@ struct HighPart {
     buffered: usize,
     counts: Counts<2>,
     rare3: u64,
-    /// Characters of U+A000–U+ABFF ([`super::is_pre_hangul`]).
-    pre_hangul: u64,
+    /// Characters of the rare blocks ([`super::rare_block`]).
+    rare_blocks: RareBlocks,
     scripts: ScriptIds,
 }
 
@@ -614,7 +617,7 @@ impl HighPart {
             buffered: 0,
             counts: Counts::new(),
             rare3: 0,
-            pre_hangul: 0,
+            rare_blocks: RareBlocks::default(),
             scripts: ScriptIds {
                 ids: [0; SCRIPT_IDS + 64],
                 len: 0,
@@ -651,9 +654,12 @@ impl HighPart {
         }
         let east_asian = _mm512_test_epi8_mask(pair, _mm512_set1_epi8(EAST_ASIAN as i8));
         if east_asian != 0 {
-            let (rare, pre_hangul) = rare3(east_asian, v, next1, next2);
+            let (rare, [of_kana, of_cjk, of_hangul]) = rare3(east_asian, v, next1, next2);
             self.rare3 += rare;
-            self.pre_hangul += pre_hangul;
+            let moved = &mut self.rare_blocks.0;
+            moved[RARE_OF_KANA] += of_kana;
+            moved[RARE_OF_CJK] += of_cjk;
+            moved[RARE_OF_HANGUL] += of_hangul;
         }
         // Leads of `other2`/`other3` characters and of four-byte ones (`F0`..=`F4`), whose
         // scripts are told apart.
@@ -675,11 +681,10 @@ impl HighPart {
     }
 
     /// The positional counts of the lead classes (vector 0) and the counted pair bits (vector
-    /// 1), the rare-character count, the count of U+A000–U+ABFF characters and the script
-    /// counts.
+    /// 1), the rare-character count, the characters of the rare blocks and the script counts.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vpopcntdq,gfni,popcnt")]
-    fn finish(mut self) -> (Counts<2>, u64, u64, [u64; SCRIPT_COUNT]) {
+    fn finish(mut self) -> (Counts<2>, u64, RareBlocks, [u64; SCRIPT_COUNT]) {
         for events in &self.buffer[..self.buffered] {
             self.counts.add(events, 0);
         }
@@ -688,7 +693,7 @@ impl HighPart {
         (
             self.counts,
             self.rare3,
-            self.pre_hangul,
+            self.rare_blocks,
             self.scripts.scripts,
         )
     }
@@ -749,22 +754,36 @@ fn continuations(x: __m512i) -> u64 {
 }
 
 /// How many of the kana/CJK/hangul leads `leads` of `v` (continuations in `next1`, `next2`)
-/// are not common characters ([`super::is_common3`]) and not in U+A000–U+ABFF, and how many
-/// are in U+A000–U+ABFF ([`super::is_pre_hangul`]).
+/// are not common characters ([`super::is_common3`]) and not in a rare block, and how many are
+/// in each rare block: CJK Extension A counted as kana, Extension A and the hexagrams counted
+/// as CJK, U+A000–U+ABFF counted as Hangul ([`super::rare_block`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
-fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, u64) {
+fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, [u64; 3]) {
     let complete = leads & continuations(next1) & continuations(next2);
-    // Characters of U+A000–U+ABFF: lead `EA`, first continuation below `B0`. Chinese and
-    // Japanese text has no `EA` lead, and skips the second compare.
-    let ea = _mm512_mask_cmpeq_epi8_mask(complete, v, _mm512_set1_epi8(0xEAu8 as i8));
-    let pre_hangul = if ea == 0 {
-        0
-    } else {
-        u64::from(
-            _mm512_mask_cmplt_epu8_mask(ea, next1, _mm512_set1_epi8(0xB0u8 as i8)).count_ones(),
-        )
+    // The characters of one lead whose first continuation is at least (`at_least`) or below
+    // `bound`. Text without such a lead (Korean has no `E3`, Japanese kana no `EA`) skips the
+    // second compare.
+    let count = |lead: u8, at_least: bool, bound: u8| {
+        let of_lead = _mm512_mask_cmpeq_epi8_mask(complete, v, _mm512_set1_epi8(lead as i8));
+        if of_lead == 0 {
+            return 0;
+        }
+        let bound = _mm512_set1_epi8(bound as i8);
+        let within = if at_least {
+            _mm512_mask_cmpge_epu8_mask(of_lead, next1, bound)
+        } else {
+            _mm512_mask_cmplt_epu8_mask(of_lead, next1, bound)
+        };
+        u64::from(within.count_ones())
     };
+    // U+3400–U+3FFF: lead `E3`, first continuation from `90`; U+4000–U+4DFF: lead `E4`, first
+    // continuation below `B8`; U+A000–U+ABFF: lead `EA`, first continuation below `B0`.
+    let moved = [
+        count(0xE3, true, 0x90),
+        count(0xE4, false, 0xB8),
+        count(0xEA, false, 0xB0),
+    ];
     // A lead without two continuation bytes is not a common character.
     let mut rare = u64::from((leads & !complete).count_ones());
     // Each complete lead is followed by two bytes that are not leads: at most 22 in a block
@@ -811,7 +830,7 @@ fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, u64) {
         rare += lookup(_mm512_extracti64x4_epi64::<1>(indices), n - 16);
     }
     // The lookup counted them as rare: none of them is common (a test checks the bitmap).
-    (rare - pre_hangul, pre_hangul)
+    (rare - moved.iter().sum::<u64>(), moved)
 }
 
 /// Script ids (a script's index in `scripts::SCRIPT_NAMES` plus one; 0: none) of the
@@ -1060,10 +1079,10 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
         }
     }
     planes.count(&mut counts);
-    let (high_counts, rare3, pre_hangul, scripts) = high.finish();
+    let (high_counts, rare3, rare_blocks, scripts) = high.finish();
     let mut counts = finish(bytes.len() as u64, &counts, &high_counts, rare3);
     counts.scripts = scripts;
-    super::move_pre_hangul(&mut counts, pre_hangul);
+    rare_blocks.move_to_rare_script(&mut counts);
     counts.th_pairs = th.total;
     counts
 }
