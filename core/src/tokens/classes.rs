@@ -387,7 +387,7 @@ pub const RARE_OF_HANGUL: usize = 3;
 ///
 /// The kernels count these characters apart while they look the east-Asian leads up in the
 /// [`is_common3`] bitmap (none of them is common: a test checks the bitmap), and move them to
-/// `other3` and the `rare_script` count once the byte classes are applied ([`RareBlocks`]).
+/// `other3` and the `rare_script` count once the byte classes are applied.
 #[inline(always)]
 pub const fn rare_block(word: u32) -> usize {
     let complete = word & 0x00C0_C0F0 == 0x0080_80E0;
