@@ -405,6 +405,13 @@ pub const fn rare_block(word: u32) -> usize {
 pub(crate) struct RareBlocks(pub(crate) [u64; 4]);
 
 impl RareBlocks {
+    /// Adds `other`'s characters to these.
+    pub(crate) fn add(&mut self, other: &RareBlocks) {
+        for (count, more) in self.0.iter_mut().zip(other.0) {
+            *count += more;
+        }
+    }
+
     /// All characters of the rare blocks.
     pub(crate) fn total(&self) -> u64 {
         self.0[RARE_OF_KANA] + self.0[RARE_OF_CJK] + self.0[RARE_OF_HANGUL]
@@ -1669,12 +1676,7 @@ mod tests {
             prev = Some(b);
         }
         crate::tokens::scripts::count_scripts(bytes, &mut c.scripts);
-        let [_, kana, cjk, hangul] = rare_blocks.0;
-        c.kana -= kana;
-        c.cjk -= cjk;
-        c.hangul -= hangul;
-        c.other3 += kana + cjk + hangul;
-        c.scripts[RARE_SCRIPT] += kana + cjk + hangul;
+        rare_blocks.move_to_rare_script(&mut c);
         c
     }
 

@@ -654,12 +654,9 @@ impl HighPart {
         }
         let east_asian = _mm512_test_epi8_mask(pair, _mm512_set1_epi8(EAST_ASIAN as i8));
         if east_asian != 0 {
-            let (rare, [of_kana, of_cjk, of_hangul]) = rare3(east_asian, v, next1, next2);
+            let (rare, moved) = rare3(east_asian, v, next1, next2);
             self.rare3 += rare;
-            let moved = &mut self.rare_blocks.0;
-            moved[RARE_OF_KANA] += of_kana;
-            moved[RARE_OF_CJK] += of_cjk;
-            moved[RARE_OF_HANGUL] += of_hangul;
+            self.rare_blocks.add(&moved);
         }
         // Leads of `other2`/`other3` characters and of four-byte ones (`F0`..=`F4`), whose
         // scripts are told apart.
@@ -759,7 +756,7 @@ fn continuations(x: __m512i) -> u64 {
 /// as CJK, U+A000–U+ABFF counted as Hangul ([`super::rare_block`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
-fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, [u64; 3]) {
+fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, RareBlocks) {
     let complete = leads & continuations(next1) & continuations(next2);
     // The characters of one lead whose first continuation is at least (`at_least`) or below
     // `bound`. Text without such a lead (Korean has no `E3`, Japanese kana no `EA`) skips the
@@ -779,11 +776,10 @@ fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, [u64; 
     };
     // U+3400–U+3FFF: lead `E3`, first continuation from `90`; U+4000–U+4DFF: lead `E4`, first
     // continuation below `B8`; U+A000–U+ABFF: lead `EA`, first continuation below `B0`.
-    let moved = [
-        count(0xE3, true, 0x90),
-        count(0xE4, false, 0xB8),
-        count(0xEA, false, 0xB0),
-    ];
+    let mut moved = RareBlocks::default();
+    moved.0[RARE_OF_KANA] = count(0xE3, true, 0x90);
+    moved.0[RARE_OF_CJK] = count(0xE4, false, 0xB8);
+    moved.0[RARE_OF_HANGUL] = count(0xEA, false, 0xB0);
     // A lead without two continuation bytes is not a common character.
     let mut rare = u64::from((leads & !complete).count_ones());
     // Each complete lead is followed by two bytes that are not leads: at most 22 in a block
@@ -830,7 +826,7 @@ fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, [u64; 
         rare += lookup(_mm512_extracti64x4_epi64::<1>(indices), n - 16);
     }
     // The lookup counted them as rare: none of them is common (a test checks the bitmap).
-    (rare - moved.iter().sum::<u64>(), moved)
+    (rare - moved.total(), moved)
 }
 
 /// Script ids (a script's index in `scripts::SCRIPT_NAMES` plus one; 0: none) of the
