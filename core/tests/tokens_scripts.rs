@@ -284,20 +284,32 @@ const TEXTS: [(&str, &str); 48] = [
     ),
 ];
 
+/// Checks `text`'s estimate against its o200k and cl100k counts: each ratio outside `bounds` is
+/// a failure, named `name`. Returns the larger exact count.
+fn check_openai_ratios(
+    name: &str,
+    text: &str,
+    bounds: std::ops::RangeInclusive<f64>,
+    failures: &mut Vec<String>,
+) -> u64 {
+    let mut most: u64 = 0;
+    for family in [Family::O200k, Family::Cl100k] {
+        let exact = count_exact(text, family).unwrap();
+        most = most.max(exact);
+        let ratio = estimate_text(text, family) as f64 / exact as f64;
+        if !bounds.contains(&ratio) {
+            failures.push(format!("{name} {family}: {ratio:.2}"));
+        }
+    }
+    most
+}
+
 #[test]
 fn scripts_outside_the_first_corpus_are_not_under_estimated() {
     let mut failures = Vec::new();
     for (name, sentence) in TEXTS {
         let text = sentence.repeat(12);
-        let mut most: u64 = 0;
-        for family in [Family::O200k, Family::Cl100k] {
-            let exact = count_exact(&text, family).unwrap();
-            most = most.max(exact);
-            let ratio = estimate_text(&text, family) as f64 / exact as f64;
-            if !(FLOOR..=CEILING).contains(&ratio) {
-                failures.push(format!("{name} {family}: {ratio:.2}"));
-            }
-        }
+        let most = check_openai_ratios(name, &text, FLOOR..=CEILING, &mut failures);
         // `claude` has no exact vocabulary; it is fitted above the known ones.
         let claude = estimate_text(&text, Family::Claude) as f64 / most as f64;
         if claude < FLOOR {
@@ -331,13 +343,7 @@ fn accented_letters_in_code_cost_what_they_cost_in_prose() {
     let mut failures = Vec::new();
     for (name, code) in ACCENTED_CODE {
         let text = code.repeat(6);
-        for family in [Family::O200k, Family::Cl100k] {
-            let exact = count_exact(&text, family).unwrap();
-            let ratio = estimate_text(&text, family) as f64 / exact as f64;
-            if !(FLOOR..=2.0).contains(&ratio) {
-                failures.push(format!("{name} {family}: {ratio:.2}"));
-            }
-        }
+        check_openai_ratios(name, &text, FLOOR..=2.0, &mut failures);
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
@@ -354,12 +360,6 @@ fn accented_letters_in_code_cost_what_they_cost_in_prose() {
 fn hexagrams_between_ideographs_are_not_priced_as_ideographs() {
     let text = "䷀ 乾 ䷁ 坤 ䷂ 屯 ䷃ 蒙 ䷄ 需 ䷅ 讼 ䷆ 师 ䷇ 比\n".repeat(12);
     let mut failures = Vec::new();
-    for family in [Family::O200k, Family::Cl100k] {
-        let exact = count_exact(&text, family).unwrap();
-        let ratio = estimate_text(&text, family) as f64 / exact as f64;
-        if !(0.75..=CEILING).contains(&ratio) {
-            failures.push(format!("{family}: {ratio:.2}"));
-        }
-    }
+    check_openai_ratios("hexagrams", &text, 0.75..=CEILING, &mut failures);
     assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -372,6 +372,18 @@ pub const RARE_OF_CJK: usize = 2;
 /// the byte classes count as Hangul.
 pub const RARE_OF_HANGUL: usize = 3;
 
+/// The rare blocks' bytes, read by [`rare_block`] and by the AVX-512 kernel's lookup: each
+/// block's index ([`RARE_OF_KANA`], ...), its UTF-8 lead, and the first and last first
+/// continuation byte of its characters.
+pub const RARE_BLOCK_BYTES: [(usize, u8, u8, u8); 3] = [
+    // U+3400–U+3FFF: CJK Extension A, lead `E3` (from `E3 90 80`).
+    (RARE_OF_KANA, 0xE3, 0x90, 0xBF),
+    // U+4000–U+4DFF: the rest of CJK Extension A and the hexagrams, lead `E4` (to `E4 B7 BF`).
+    (RARE_OF_CJK, 0xE4, 0x80, 0xB7),
+    // U+A000–U+ABFF, lead `EA` (the Hangul syllables start at U+AC00, `EA B0 80`).
+    (RARE_OF_HANGUL, 0xEA, 0x80, 0xAF),
+];
+
 /// Whether the first three bytes of `word` (little-endian: the lead in the low byte) are a
 /// complete character of a block the vocabularies have no tokens for although its lead is
 /// kana's, CJK's or Hangul's, and which of those classes counts it: [`RARE_OF_KANA`],
@@ -385,17 +397,25 @@ pub const RARE_OF_HANGUL: usize = 3;
 /// - U+A000–U+ABFF (lead `EA`, first continuation below `B0`; the Hangul syllables start at
 ///   U+AC00, `EA B0 80`). Counted as Hangul, Yi was estimated at 0.38 of its o200k count.
 ///
+/// The bytes are [`RARE_BLOCK_BYTES`].
+///
 /// The kernels count these characters apart while they look the east-Asian leads up in the
 /// [`is_common3`] bitmap (none of them is common: a test checks the bitmap), and move them to
 /// `other3` and the `rare_script` count once the byte classes are applied.
 #[inline(always)]
 pub const fn rare_block(word: u32) -> usize {
     let complete = word & 0x00C0_C0F0 == 0x0080_80E0;
-    let (lead, b1) = (word & 0xFF, (word >> 8) & 0xFF);
-    let kana = complete & (lead == 0xE3) & (b1 >= 0x90);
-    let cjk = complete & (lead == 0xE4) & (b1 <= 0xB7);
-    let hangul = complete & (lead == 0xEA) & (b1 < 0xB0);
-    kana as usize * RARE_OF_KANA + cjk as usize * RARE_OF_CJK + hangul as usize * RARE_OF_HANGUL
+    let [lead, b1, _, _] = word.to_le_bytes();
+    // Branch-free: at most one block matches, and the blocks' indexes are their sum.
+    let mut block = NOT_RARE;
+    let mut i = 0;
+    while i < RARE_BLOCK_BYTES.len() {
+        let (index, block_lead, first, last) = RARE_BLOCK_BYTES[i];
+        let within = complete & (lead == block_lead) & (b1 >= first) & (b1 <= last);
+        block += within as usize * index;
+        i += 1;
+    }
+    block
 }
 
 /// Characters of the rare blocks ([`rare_block`]), by the class that counted them: index
@@ -425,8 +445,9 @@ impl RareBlocks {
         c.kana = c.kana.saturating_sub(kana);
         c.cjk = c.cjk.saturating_sub(cjk);
         c.hangul = c.hangul.saturating_sub(hangul);
-        c.other3 += self.total();
-        c.scripts[RARE_SCRIPT] += self.total();
+        let total = self.total();
+        c.other3 += total;
+        c.scripts[RARE_SCRIPT] += total;
     }
 }
 

@@ -38,8 +38,8 @@ use super::super::scripts::{
     FOUR_BYTE_BASE, MIXED_RUN, SCRIPT_COUNT, SCRIPT_OF, SCRIPT_OF_RUN, THREE_BYTE_BASE,
 };
 use super::{
-    COMMON3_FIRST, ClassCounts, RARE_OF_CJK, RARE_OF_HANGUL, RARE_OF_KANA, RareBlocks, byte_class,
-    in_byte_class, is_rare_letter, is_vowel,
+    COMMON3_FIRST, ClassCounts, RARE_BLOCK_BYTES, RareBlocks, byte_class, in_byte_class,
+    is_rare_letter, is_vowel,
 };
 use std::arch::x86_64::*;
 
@@ -758,28 +758,24 @@ fn continuations(x: __m512i) -> u64 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
 fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> (u64, RareBlocks) {
     let complete = leads & continuations(next1) & continuations(next2);
-    // The characters of one lead whose first continuation is at least (`at_least`) or below
-    // `bound`. Text without such a lead (Korean has no `E3`, Japanese kana no `EA`) skips the
-    // second compare.
-    let count = |lead: u8, at_least: bool, bound: u8| {
+    // Each block's complete characters: its lead, then a first continuation within its range
+    // (a compare for each bound inside the continuations' `80`–`BF`: one for every block).
+    // Text without the lead (Korean has no `E3`, Japanese kana no `EA`) skips the block.
+    let mut moved = RareBlocks::default();
+    for (index, lead, first, last) in RARE_BLOCK_BYTES {
         let of_lead = _mm512_mask_cmpeq_epi8_mask(complete, v, _mm512_set1_epi8(lead as i8));
         if of_lead == 0 {
-            return 0;
+            continue;
         }
-        let bound = _mm512_set1_epi8(bound as i8);
-        let within = if at_least {
-            _mm512_mask_cmpge_epu8_mask(of_lead, next1, bound)
-        } else {
-            _mm512_mask_cmplt_epu8_mask(of_lead, next1, bound)
-        };
-        u64::from(within.count_ones())
-    };
-    // U+3400–U+3FFF: lead `E3`, first continuation from `90`; U+4000–U+4DFF: lead `E4`, first
-    // continuation below `B8`; U+A000–U+ABFF: lead `EA`, first continuation below `B0`.
-    let mut moved = RareBlocks::default();
-    moved.0[RARE_OF_KANA] = count(0xE3, true, 0x90);
-    moved.0[RARE_OF_CJK] = count(0xE4, false, 0xB8);
-    moved.0[RARE_OF_HANGUL] = count(0xEA, false, 0xB0);
+        let mut within = of_lead;
+        if first > 0x80 {
+            within = _mm512_mask_cmpge_epu8_mask(within, next1, _mm512_set1_epi8(first as i8));
+        }
+        if last < 0xBF {
+            within = _mm512_mask_cmple_epu8_mask(within, next1, _mm512_set1_epi8(last as i8));
+        }
+        moved.0[index] = u64::from(within.count_ones());
+    }
     // A lead without two continuation bytes is not a common character.
     let mut rare = u64::from((leads & !complete).count_ones());
     // Each complete lead is followed by two bytes that are not leads: at most 22 in a block
