@@ -89,6 +89,39 @@ async fn cap_is_never_exceeded() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_cap_and_the_barrier_hold_within_a_run_not_across_runs() {
+    // What `ExecutorConfig::max_concurrency` documents: each run (each turn) admits its own
+    // calls, so two runs of one executor at the same time do not wait for each other. An
+    // auditor read "at most this many calls at once" as executor-wide; this pins the rule the
+    // docs now state.
+    let probe = Arc::new(Probe::default());
+    let config = ExecutorConfig {
+        max_concurrency: 1,
+        ..ExecutorConfig::default()
+    };
+    let exec = executor(&probe, config);
+    let start = Instant::now();
+    let (first, second) = tokio::join!(
+        exec.run(vec![
+            call("a1", "script", true, 10, "ok"),
+            call("a2", "script", true, 10, "ok"),
+        ]),
+        exec.run(vec![call("w", "script", false, 10, "ok")]),
+    );
+    assert_eq!(ids(&first.unwrap()), ["a1", "a2"]);
+    assert_eq!(ids(&second.unwrap()), ["w"]);
+    // Within the first run the cap of 1 held (a1 then a2); across runs the exclusive `w` ran
+    // beside a1.
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(20),
+        "a1 → a2, w beside a1"
+    );
+    assert_eq!(probe.max(), 2);
+    assert!(probe.overlapped(), "w overlapped a call of the other run");
+}
+
+#[tokio::test(start_paused = true)]
 async fn exclusive_calls_never_overlap_anything() {
     let probe = Arc::new(Probe::default());
     let exec = executor(&probe, ExecutorConfig::default());

@@ -177,7 +177,9 @@ async def _claim(future: Awaitable[T], keep: Callable[[Any], None]) -> T:
 
 class ToolExecutor:
     """Runs tool calls concurrently: safe calls in parallel (at most ``max_concurrency``, at
-    least 1: 0 is refused), unsafe calls alone, results in request order.
+    least 1: 0 is refused), unsafe calls alone, results in request order. The cap and the
+    barrier hold within one run or turn: runs of one executor made at the same time admit
+    their calls each on its own.
 
     ``max_result_chars`` is the default result size limit (default 50,000 characters; larger
     results are spilled to a file in ``spill_dir``, default ``<temp dir>/ferroloop-tool-results``,

@@ -566,7 +566,8 @@ typedef struct {
  */
 typedef struct {
     /**
-     * At most this many calls run at once (default 10; 0 is treated as 1).
+     * At most this many calls of one run or turn run at once (default 10; 0 is treated as 1).
+     * Runs of one executor at the same time admit their calls each on its own.
      */
     size_t max_concurrency;
     /**
@@ -1877,7 +1878,8 @@ fl_status fl_executor_new(const fl_executor_options *options, fl_executor **out)
  * `ToolExecutor` keyword arguments, durations in milliseconds; every key is optional, `null`
  * counts as absent (the default), and empty text is `{}`:
  *
- * - `max_concurrency`: at most this many calls at once (default 10; 0 is refused);
+ * - `max_concurrency`: at most this many calls of one run or turn at once (default 10; 0 is
+ *   refused);
  * - `max_result_chars`: the result size limit of tools that set none (default 50000; a
  *   larger result is written to a spill file and replaced by a preview, its first 2 KiB cut
  *   back to a newline, plus the file's path); `"unlimited"` for no limit (Python's

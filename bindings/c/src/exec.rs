@@ -49,7 +49,8 @@ pub struct fl_executor {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct fl_executor_options {
-    /// At most this many calls run at once (default 10; 0 is treated as 1).
+    /// At most this many calls of one run or turn run at once (default 10; 0 is treated as 1).
+    /// Runs of one executor at the same time admit their calls each on its own.
     pub max_concurrency: usize,
     /// The timeout of tools that declare none, in milliseconds (0: none, the default).
     pub default_timeout_ms: u64,
@@ -390,7 +391,8 @@ pub unsafe extern "C" fn fl_executor_new(
 /// `ToolExecutor` keyword arguments, durations in milliseconds; every key is optional, `null`
 /// counts as absent (the default), and empty text is `{}`:
 ///
-/// - `max_concurrency`: at most this many calls at once (default 10; 0 is refused);
+/// - `max_concurrency`: at most this many calls of one run or turn at once (default 10; 0 is
+///   refused);
 /// - `max_result_chars`: the result size limit of tools that set none (default 50000; a
 ///   larger result is written to a spill file and replaced by a preview, its first 2 KiB cut
 ///   back to a newline, plus the file's path); `"unlimited"` for no limit (Python's

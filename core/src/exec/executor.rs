@@ -20,8 +20,10 @@ pub const DEFAULT_CLEANUP_GRACE: Duration = Duration::from_secs(5);
 /// Executor settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutorConfig {
-    /// At most this many calls run at once (default 10). Zero is refused by
-    /// [`check`](Self::check); an executor built without the check runs one call at a time
+    /// At most this many calls of one run or turn run at once (default 10). Each run and each
+    /// turn admits its own calls: two runs of one executor at the same time are two turns,
+    /// neither waiting for the other's calls (nor for an unsafe one's barrier). Zero is refused
+    /// by [`check`](Self::check); an executor built without the check runs one call at a time
     /// with it, as with 1.
     pub max_concurrency: usize,
     /// The timeout of tools that declare none (default: none). Zero is refused by
