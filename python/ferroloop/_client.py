@@ -7,7 +7,7 @@ without the interpreter); the event loop receives batches of finished events.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Optional
+from typing import Any, Iterable, Literal, Mapping, Optional
 
 from . import _native
 from ._batches import AsyncClosing, BatchedEvents
@@ -142,8 +142,30 @@ class Client(AsyncClosing):
         from_env: bool = True,
         anthropic_version: Optional[str] = None,
     ) -> None:
-        if headers is not None and not isinstance(headers, Mapping):
-            raise TypeError(f"headers must be a dict of str to str, not {type(headers).__name__}")
+        if headers is not None:
+            if not isinstance(headers, Mapping):
+                raise TypeError(
+                    f"headers must be a dict of str to str, not {type(headers).__name__}"
+                )
+            for name, value in headers.items():
+                if not isinstance(name, str) or not isinstance(value, str):
+                    raise TypeError(
+                        "headers must be a dict of str to str, not one with a "
+                        f"{type(name).__name__} key and a {type(value).__name__} value"
+                    )
+        if anthropic_beta is not None:
+            # A str is itself a sequence of str: without this check "a,b" would be refused by
+            # the native layer with a message naming Rust types, not this argument.
+            if isinstance(anthropic_beta, (str, bytes)) or not isinstance(anthropic_beta, Iterable):
+                raise TypeError(
+                    f"anthropic_beta must be a list of str, not {type(anthropic_beta).__name__}"
+                )
+            anthropic_beta = list(anthropic_beta)
+            for flag in anthropic_beta:
+                if not isinstance(flag, str):
+                    raise TypeError(
+                        f"anthropic_beta must be a list of str, not one holding a {type(flag).__name__}"
+                    )
         self._native = _native._Client(
             provider,
             api_key=api_key,

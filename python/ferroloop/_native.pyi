@@ -243,7 +243,9 @@ class ContextTracker:
         """Replaces every message (e.g. after compaction); the usage recorded stays if the messages
         it covered open the new list unchanged. A list holding anything but dicts is a
         ``TypeError`` naming the first, and the tracker is left unchanged."""
-    def truncate(self, length: int) -> None: ...
+    def truncate(self, length: int) -> None:
+        """Keeps the first ``length`` messages (all of them when ``length`` is more than there
+        are, however large); ``ValueError`` when negative."""
     def record_usage(self, usage: dict[str, Any], *, covered: Optional[int] = None) -> None:
         """Records a response's ``usage`` dict (Anthropic or OpenAI shape), covering every
         message so far, or the first ``covered`` (more than the messages tracked counts as all

@@ -27,3 +27,31 @@ pub(crate) fn non_negative_opt<T: TryFrom<i128>>(
 ) -> PyResult<Option<T>> {
     value.map(|v| non_negative(name, v)).transpose()
 }
+
+/// A count where "more than there is" means "all": `value` as a `u64`, `u64::MAX` for an `int`
+/// of any size past 64 bits, or a `ValueError` naming `name` when it is negative. Taken as an
+/// object rather than `i128`, so that an `int` past 128 bits saturates too instead of raising
+/// pyo3's `OverflowError`.
+pub(crate) fn saturating_count(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let value = match value.extract::<i128>() {
+        Ok(value) => value,
+        Err(error) if error.is_instance_of::<PyOverflowError>(value.py()) => {
+            if value.lt(0)? {
+                return Err(PyValueError::new_err(format!(
+                    "{name} must not be negative, got {value}"
+                )));
+            }
+            return Ok(u64::MAX);
+        }
+        Err(error) => return Err(error),
+    };
+    if value < 0 {
+        return non_negative(name, value);
+    }
+    Ok(u64::try_from(value).unwrap_or(u64::MAX))
+}
+
+/// [`saturating_count`] as a `usize` (a message count or index).
+pub(crate) fn saturating_len(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    saturating_count(name, value).map(|count| usize::try_from(count).unwrap_or(usize::MAX))
+}

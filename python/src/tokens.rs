@@ -5,12 +5,14 @@ use ferroloop::tokens::{
     ContextBudget, ContextTracker, Family, InvalidAutocompactPercent, ModelTable, TextEstimator,
     Usage, estimate_bytes, estimate_request_body, estimate_text, estimate_value,
 };
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyList, PyMemoryView, PyString};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString,
+};
 use serde_json::Value;
 
-use crate::args::{non_negative, non_negative_opt};
+use crate::args::{non_negative, non_negative_opt, saturating_count, saturating_len};
 use crate::errors::{exclusive, shared, shield};
 use crate::sse::{chunk_bytes, detach_if_large};
 
@@ -107,19 +109,31 @@ fn estimate_request<'py>(
     })
 }
 
-/// A usage dict as JSON for [`Usage::parse`]: a float JSON cannot hold (`nan`, `inf`) at its
-/// top level crosses as its text, so the core refuses it naming the field. The conversion to
-/// JSON makes it `null`, which a usage reads as absent: a `nan` input made the usage "output
-/// only", ignored without a word (as Node's `recordUsage` does with `NaN`).
+/// A usage dict as JSON for [`Usage::parse`]: a float JSON cannot hold (`nan`, `inf`) or an int
+/// past 64 bits at its top level crosses as its text, so the core refuses it naming the field
+/// and the value given. The conversion to JSON makes the first `null`, which a usage reads as
+/// absent: a `nan` input made the usage "output only", ignored without a word (as Node's
+/// `recordUsage` does with `NaN`); the second a float, shown in the error as one.
 fn usage_json(usage: &Bound<'_, PyAny>) -> PyResult<Value> {
     let mut value = json_of(usage)?;
     if let (Ok(dict), Value::Object(fields)) = (usage.cast::<PyDict>(), &mut value) {
         for (key, item) in dict.iter() {
+            let Ok(key) = key.extract::<String>() else {
+                continue;
+            };
+            // Values JSON cannot hold as they are, kept as their text so that the error names
+            // what the caller passed: `nan`, and an int past 64 bits (which would otherwise be
+            // read as its nearest float and shown as `1.8446744073709552e19`).
             if let Ok(number) = item.cast::<PyFloat>()
                 && !number.value().is_finite()
-                && let Ok(key) = key.extract::<String>()
             {
                 fields.insert(key, Value::String(number.value().to_string()));
+            } else if item.is_instance_of::<PyInt>()
+                && !item.is_instance_of::<PyBool>()
+                && item.extract::<u64>().is_err()
+                && item.extract::<i64>().is_err()
+            {
+                fields.insert(key, Value::String(item.str()?.to_string()));
             }
         }
     }
@@ -158,28 +172,6 @@ fn budget_error(error: InvalidBudget) -> PyErr {
         }
         other => PyValueError::new_err(other.to_string()),
     }
-}
-
-/// A token count for `state` and `percent_left`: any non-negative int, one beyond 64 bits
-/// saturating to the largest (as Node's `state(Number.MAX_VALUE)` is `'blocking'`); a negative
-/// one is a `ValueError`.
-fn token_count(tokens: &Bound<'_, PyAny>) -> PyResult<u64> {
-    let value = match tokens.extract::<i128>() {
-        Ok(value) => value,
-        Err(error) if error.is_instance_of::<PyOverflowError>(tokens.py()) => {
-            if tokens.lt(0)? {
-                return Err(PyValueError::new_err(format!(
-                    "tokens must not be negative, got {tokens}"
-                )));
-            }
-            return Ok(u64::MAX);
-        }
-        Err(error) => return Err(error),
-    };
-    if value < 0 {
-        return non_negative("tokens", value);
-    }
-    Ok(u64::try_from(value).unwrap_or(u64::MAX))
 }
 
 /// Context thresholds for one model (Claude Code's defaults, every field configurable).
@@ -292,12 +284,17 @@ impl PyContextBudget {
     /// Node's `state()` and the core's `BudgetState::as_str`); a count beyond 64 bits is
     /// `"blocking"`, as in Node.
     fn state(&self, tokens: &Bound<'_, PyAny>) -> PyResult<&'static str> {
-        Ok(self.budget.state(token_count(tokens)?).as_str())
+        Ok(self
+            .budget
+            .state(saturating_count("tokens", tokens)?)
+            .as_str())
     }
 
     /// The percentage of the auto-compact threshold still free (0 for a count beyond 64 bits).
     fn percent_left(&self, tokens: &Bound<'_, PyAny>) -> PyResult<f64> {
-        Ok(self.budget.percent_left(token_count(tokens)?))
+        Ok(self
+            .budget
+            .percent_left(saturating_count("tokens", tokens)?))
     }
 
     fn __repr__(&self) -> String {
@@ -390,11 +387,11 @@ impl PyContextTracker {
         })
     }
 
-    /// Keeps the first `length` messages.
-    fn truncate(slf: &Bound<'_, Self>, length: i128) -> PyResult<()> {
+    /// Keeps the first `length` messages (all of them when `length` is more than there are).
+    fn truncate(slf: &Bound<'_, Self>, length: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = slf.py();
         shield(py, "ContextTracker.truncate", || {
-            let length = non_negative("length", length)?;
+            let length = saturating_len("length", length)?;
             exclusive(slf, TRACKER)?.tracker.truncate(length);
             Ok(())
         })
@@ -408,11 +405,13 @@ impl PyContextTracker {
     fn record_usage(
         slf: &Bound<'_, Self>,
         usage: &Bound<'_, PyAny>,
-        covered: Option<i128>,
+        covered: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let py = slf.py();
         shield(py, "ContextTracker.record_usage", || {
-            let covered: Option<usize> = non_negative_opt("covered", covered)?;
+            let covered = covered
+                .map(|covered| saturating_len("covered", covered))
+                .transpose()?;
             let usage = Usage::parse(&usage_json(usage)?)
                 .map_err(|error| PyValueError::new_err(error.to_string()))?;
             let mut this = exclusive(slf, TRACKER)?;

@@ -602,6 +602,22 @@ def test_headers_that_are_not_a_dict_are_a_type_error_naming_them() -> None:
         with pytest.raises(TypeError, match=r"^headers must be a dict of str to str, not "):
             ferroloop.Client("anthropic", from_env=False, headers=wrong)  # type: ignore[arg-type]
     assert ferroloop.Client("anthropic", from_env=False, headers={}).provider == "anthropic"
+    # A value that is no str was refused with pyo3's message ("'int' object cannot be
+    # converted to 'PyString'"), which names neither the argument nor the key.
+    with pytest.raises(TypeError, match=r"^headers must be a dict of str to str, not one with a str key and a int value"):
+        ferroloop.Client("anthropic", from_env=False, headers={"x-n": 1})  # type: ignore[dict-item]
+
+
+def test_betas_that_are_not_a_list_of_str_are_a_type_error_naming_them() -> None:
+    # A str was refused with "Can't extract `str` to `Vec`", a message about Rust types.
+    for wrong, held in [("a-1", "str"), (b"a-1", "bytes"), (1, "int")]:
+        with pytest.raises(TypeError, match=rf"^anthropic_beta must be a list of str, not {held}$"):
+            ferroloop.Client("anthropic", from_env=False, anthropic_beta=wrong)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^anthropic_beta must be a list of str, not one holding a int$"):
+        ferroloop.Client("anthropic", from_env=False, anthropic_beta=["a-1", 2])  # type: ignore[list-item]
+    # Any iterable of str is taken, as before (a tuple, a generator).
+    assert ferroloop.Client("anthropic", from_env=False, anthropic_beta=("a-1",)).provider == "anthropic"  # type: ignore[arg-type]
+    assert ferroloop.Client("anthropic", from_env=False, anthropic_beta=(f for f in ["a-1"])).provider == "anthropic"  # type: ignore[arg-type]
 
 
 def test_provider_none_means_the_default_like_node_null() -> None:

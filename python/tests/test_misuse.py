@@ -98,6 +98,40 @@ def test_absurd_usage_counts_saturate_instead_of_an_internal_error() -> None:
     assert tracker.tokens() == {"tokens": 2**64 - 1, "method": "usage+estimate"}
 
 
+def test_counts_past_64_bits_mean_all_messages_like_node_and_c() -> None:
+    # `covered` and `truncate`'s length beyond 64 bits raised OverflowError, where the docs say
+    # more than the messages tracked counts as all of them (as `ContextBudget.state` already
+    # read a count beyond 64 bits as the largest).
+    def tracker_of_two() -> ferroloop.ContextTracker:
+        tracker = ferroloop.ContextTracker()
+        tracker.push_message({"role": "user", "content": "hi"})
+        tracker.push_message({"role": "assistant", "content": "hello"})
+        return tracker
+
+    for huge in [2**64, 2**200]:
+        tracker = tracker_of_two()
+        tracker.record_usage({"input_tokens": 100, "output_tokens": 1}, covered=huge)
+        assert tracker.tokens() == {"tokens": 101, "method": "exact"}
+        tracker.truncate(huge)
+        assert len(tracker) == 2
+    with pytest.raises(ValueError, match=r"^covered must not be negative, got -"):
+        tracker_of_two().record_usage({"input_tokens": 1}, covered=-(2**200))
+    with pytest.raises(ValueError, match=r"^length must not be negative, got -"):
+        tracker_of_two().truncate(-(2**200))
+    with pytest.raises(TypeError):
+        tracker_of_two().truncate(1.5)  # type: ignore[arg-type]
+
+
+def test_a_usage_count_past_64_bits_is_refused_naming_the_int_given() -> None:
+    # It was named as its nearest float, 1.8446744073709552e+19: neither what was passed nor
+    # an integer.
+    tracker = ferroloop.ContextTracker()
+    with pytest.raises(ValueError, match=r"^usage field `input_tokens` must be a non-negative integer, got \"18446744073709551616\"$"):
+        tracker.record_usage({"input_tokens": 2**64, "output_tokens": 1})
+    with pytest.raises(ValueError, match=r"got \"-18446744073709551616\"$"):
+        tracker.record_usage({"input_tokens": -(2**64), "output_tokens": 1})
+
+
 def test_one_executor_used_from_two_event_loops_at_once() -> None:
     # The tools find their loop through the executor when called: a second thread's loop used
     # to take over, so the first run's later calls ran on (and were cancelled with) that loop.
