@@ -79,7 +79,7 @@ class StreamDecoder {
 
   /** Feeds raw bytes (split anywhere; any binary view, see byteView); returns the typed events they completed. */
   feed(input) {
-    const chunk = byteView(input)
+    const chunk = byteView(input, 'StreamDecoder.feed')
     if (chunk === null) {
       throw new InvalidArgumentError('StreamDecoder.feed expects bytes: a Buffer, a Uint8Array, another typed array, a DataView or an ArrayBuffer')
     }

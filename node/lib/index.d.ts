@@ -240,6 +240,8 @@ export declare class SseParser {
   /**
    * Feeds one chunk of bytes: a Buffer or Uint8Array, another typed array or a DataView (its own
    * window of its buffer), or a whole ArrayBuffer; returns the events it completed, in order.
+   * A detached ArrayBuffer (transferred), or a view of one, has no bytes to read: an
+   * `InvalidArgumentError`, as is anything that is not bytes.
    */
   feed(chunk: ArrayBufferView | ArrayBufferLike): SseEvent[]
   /**
@@ -301,7 +303,9 @@ export interface ToolResult {
  * What a tool function may return (directly or through a Promise): text; content blocks (an
  * array holding anything else, file names say, is sent as its JSON text); one
  * content block (an object with a `type`, e.g. an image); `{ content, isError }`; nothing (an
- * empty result); any other JSON value is sent as its JSON text. As Python's tools.
+ * empty result); any other JSON value is sent as its JSON text. As Python's tools. A value
+ * with no JSON form (a BigInt, a cycle, a function, a symbol, a `toJSON()` that throws or gives
+ * undefined) gets an `is_error` result saying so.
  */
 export type ToolReturn =
   | string
@@ -356,7 +360,10 @@ export interface ToolDeclaration<Input = any> {
    * function makes the call exclusive.
    */
   concurrencySafe?: boolean | ((input: Input) => boolean) | null
-  /** Per-call timeout in milliseconds, above 0 (0 is refused; default: the executor's). */
+  /**
+   * Per-call timeout in milliseconds, at least 1 (anything under 1 ms, 0 included, is
+   * refused; default: the executor's).
+   */
   timeoutMs?: number | null
   /**
    * Result limit in characters (oversized results become a preview plus a spill file); Infinity
@@ -377,9 +384,16 @@ export interface ToolDeclaration<Input = any> {
  * numbers below 2^64; a larger one is refused, not clamped.
  */
 export interface ToolExecutorOptions {
-  /** At most this many calls at once, at least 1 (0 is refused; default 10). */
+  /**
+   * At most this many calls of one run or turn at once, at least 1 (0 is refused; default 10).
+   * Runs of one executor at the same time admit their calls each on its own (the cap, and an
+   * unsafe call's barrier, hold within a run).
+   */
   maxConcurrency?: number | null
-  /** Timeout for tools that declare none, in milliseconds, above 0 (0 is refused; default: none). */
+  /**
+   * Timeout for tools that declare none, in milliseconds, at least 1 (anything under 1 ms, 0
+   * included, is refused; default: none).
+   */
   defaultTimeoutMs?: number | null
   /** Time a cancelled or timed-out tool gets to stop, in milliseconds (default 5000). */
   cleanupGraceMs?: number | null
@@ -427,7 +441,11 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
   /**
    * Submits `tool_use` blocks; they start as soon as admission allows, in the async context of
    * this call (`AsyncLocalStorage` values active here are visible inside the tools). Throws an
-   * InvalidStateError once the turn is sealed.
+   * InvalidStateError once the turn is sealed. A use whose input must cross as JSON (its tool
+   * has a `schema`, or the input is no plain object) and cannot (a BigInt, a cycle, a throwing
+   * `toJSON`) gets an `is_error` result ("Invalid input for tool ...") and its tool is not
+   * called (an unknown tool's gets its unknown-tool result); the others run. A plain-object
+   * input to a tool without a schema never crosses: the tool gets the object as given.
    */
   submit(...toolUses: ToolUse[]): void
   /**
@@ -467,7 +485,8 @@ export declare class ToolExecutor {
   readonly toolNames: string[]
   /**
    * Runs a batch: one result per use, in request order; `signal` aborts (rejects with
-   * AbortError). The tools run in the async context of this call (`AsyncLocalStorage` values
+   * AbortError). A use whose input must cross as JSON and cannot gets its `is_error` result, as
+   * in `Turn.submit`, and the others still run. The tools run in the async context of this call (`AsyncLocalStorage` values
    * active here are visible inside them; concurrent runs each see their own). An option other
    * than `signal` is an `InvalidArgumentError`; `signal: null` is none.
    */
@@ -551,7 +570,9 @@ export declare class StreamDecoder {
    * `'quota_exceeded'`, `'prompt_too_long'`, `'authentication'`, `'permission'`, `'not_found'`,
    * `'invalid_request'`, `'server'`, else `'provider_error'`; an error whose `code` is an HTTP
    * status, as OpenRouter's `{"error": {"code": 429}}`, is that status's class), as in Python.
-   * After `finish()` it throws an InvalidStateError (a new stream needs a new decoder).
+   * After `finish()` it throws an InvalidStateError (a new stream needs a new decoder). The
+   * chunk is bytes as `SseParser.feed` takes them: a detached ArrayBuffer, or a view of one, is
+   * an `InvalidArgumentError`.
    */
   feed(chunk: ArrayBufferView | ArrayBufferLike): DecodeEvent[]
   /** The message so far, in the provider's non-streaming response shape (null before any event). */

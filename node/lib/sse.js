@@ -61,7 +61,7 @@ class SseParser {
 
   /** Feeds a chunk of bytes (split anywhere; any binary view, see byteView); returns the events it completed, in order. */
   feed(input) {
-    const chunk = byteView(input)
+    const chunk = byteView(input, 'SseParser.feed')
     if (chunk === null) {
       throw new InvalidArgumentError('SseParser.feed expects bytes: a Buffer, a Uint8Array, another typed array, a DataView or an ArrayBuffer')
     }

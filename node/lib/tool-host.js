@@ -66,7 +66,12 @@ function toReply(value) {
     if (typeof json !== 'string') throw new TypeError('the tool returned a content block that has no JSON form')
     return [FLAG_BLOCKS, json]
   }
-  return [0, resultJson(value) ?? String(value)]
+  const json = resultJson(value)
+  // An object whose `toJSON()` gives undefined (or a function, a symbol) has no JSON form: it
+  // was sent as "[object Object]", a success saying nothing, where the other values JSON
+  // cannot carry (a BigInt, a cycle, a throwing toJSON) are error results.
+  if (typeof json !== 'string') throw new TypeError('the tool returned a value that has no JSON form (its toJSON() gave undefined, a function or a symbol)')
+  return [0, json]
 }
 
 /** Whether `value` (an object) is a plain one, as a content block written inline is. */

@@ -159,21 +159,37 @@ pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError>
 
 /// [`millis`] above 0, for a client timeout: a zero one would fail or race every request, where
 /// a Node user's 0 usually means "none" (the core's client refuses it too, without the JS name).
-/// The executor's zero timeouts are the core's to refuse ([`executor_config`],
-/// [`register_js_tool`]), named the same way.
 pub(crate) fn timeout_millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
     let timeout = millis(value, what)?;
     if timeout.is_zero() {
-        return Err(zero_timeout(value, what));
+        return Err(FerroloopError::invalid_argument(format!(
+            "{what} must be above 0 milliseconds, got {value}: nothing could finish within it \
+             (leave it unset for the default; a very long timeout is none)"
+        )));
     }
     Ok(timeout)
 }
 
-/// The error of a timeout of 0 milliseconds (or one that rounds to 0), as the user gave it.
-fn zero_timeout(value: f64, what: &str) -> FerroloopError {
+/// [`millis`] of at least 1 millisecond, for a tool timeout (`timeoutMs`, `defaultTimeoutMs`).
+/// A zero one timed every call out at once, where a Node user's 0 usually means "none"; one
+/// under 1 ms cannot be met either (a call crossing to JavaScript and back takes longer), and
+/// the core's messages and C's options count whole milliseconds: such a timeout was taken and
+/// fired "after 0ms", or (under 1 ns) refused as "above 0 milliseconds" while it was. The core
+/// refuses a zero timeout too, without the JS name ([`executor_config`], [`register_js_tool`]
+/// name it the same way).
+pub(crate) fn tool_timeout_millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
+    // NaN and the infinities are `millis`'s to refuse (not a number of milliseconds at all).
+    if value.is_finite() && value < 1.0 {
+        return Err(short_timeout(value, what));
+    }
+    millis(value, what)
+}
+
+/// The error of a tool timeout under 1 millisecond (0 included), as the user gave it.
+fn short_timeout(value: f64, what: &str) -> FerroloopError {
     FerroloopError::invalid_argument(format!(
-        "{what} must be above 0 milliseconds, got {value}: nothing could finish within it (leave \
-         it unset for the default; a very long timeout is none)"
+        "{what} must be at least 1 millisecond, got {value}: nothing could finish within it \
+         (leave it unset for the default; a very long timeout is none)"
     ))
 }
 
@@ -181,12 +197,11 @@ fn zero_timeout(value: f64, what: &str) -> FerroloopError {
 pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig, FerroloopError> {
     let mut config = ExecutorConfig::default();
     if let Some(n) = options.max_concurrency {
-        // Zero is the core's to refuse (below).
-        config.max_concurrency = small_count(n, 0, "maxConcurrency")? as usize;
+        // At least 1 here, so that every refusal names the same range (the core refuses 0 too).
+        config.max_concurrency = small_count(n, 1, "maxConcurrency")? as usize;
     }
     if let Some(ms) = options.default_timeout_ms {
-        // Zero is the core's to refuse (below).
-        config.default_timeout = Some(millis(ms, "defaultTimeoutMs")?);
+        config.default_timeout = Some(tool_timeout_millis(ms, "defaultTimeoutMs")?);
     }
     if let Some(ms) = options.cleanup_grace_ms {
         config.cleanup_grace = millis(ms, "cleanupGraceMs")?;
@@ -203,12 +218,12 @@ pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig
         config.budget.spill_dir = dir.into();
     }
     config.check().map_err(|err| match err {
-        // The message `small_count` gave it when it refused 0 itself.
+        // Not reached (`small_count` refuses 0 above): the same message, should that change.
         ExecutorConfigError::ZeroMaxConcurrency => FerroloopError::invalid_argument(format!(
             "maxConcurrency must be a whole number from 1 to {}, got 0",
             u32::MAX
         )),
-        ExecutorConfigError::ZeroDefaultTimeout => zero_timeout(
+        ExecutorConfigError::ZeroDefaultTimeout => short_timeout(
             options.default_timeout_ms.unwrap_or_default(),
             "defaultTimeoutMs",
         ),
@@ -253,10 +268,9 @@ impl JsTool {
             Some(text) => read_json(text)
                 .map_err(|err| invalid_json(&format!("tool {}: schema", spec.name), &err))?,
         };
-        // Zero is the core registry's to refuse (see `register_js_tool`).
         let timeout = spec
             .timeout_ms
-            .map(|ms| millis(ms, "timeoutMs"))
+            .map(|ms| tool_timeout_millis(ms, "timeoutMs"))
             .transpose()?;
         let limit = match spec.max_result_chars {
             None => ResultLimit::Default,
@@ -293,7 +307,7 @@ pub(crate) fn register_js_tool(
     let timeout_ms = spec.timeout_ms;
     let tool = JsTool::from_spec(spec, config.default_timeout, queues)?;
     registry.register(tool).map_err(|err| match err {
-        RegistryError::ZeroTimeout(_) => zero_timeout(timeout_ms.unwrap_or_default(), "timeoutMs"),
+        RegistryError::ZeroTimeout(_) => short_timeout(timeout_ms.unwrap_or_default(), "timeoutMs"),
         other => FerroloopError::invalid_argument(other.to_string()),
     })?;
     Ok(())

@@ -233,6 +233,28 @@ test('a tool that throws a non-Error or returns what JSON cannot carry gets a cl
   check(await turn.results())
 })
 
+test("a result whose toJSON() gives undefined is an is_error result, not '[object Object]'", async () => {
+  // It was sent as the text "[object Object]", marked a success.
+  const executor = new ToolExecutor()
+    .tool({ name: 'undefined_toJSON' }, () => ({ toJSON() { return undefined } }))
+    .tool({ name: 'async_undefined_toJSON' }, async () => ({ toJSON: () => undefined }))
+    .tool({ name: 'null_toJSON' }, () => ({ toJSON: () => null }))
+  const uses = ['undefined_toJSON', 'async_undefined_toJSON', 'null_toJSON'].map((name) => ({ id: name, name, input: {} }))
+  const check = (results) => {
+    for (const result of results.slice(0, 2)) {
+      assert.equal(result.is_error, true, JSON.stringify(result))
+      assert.match(result.content, /^the tool returned a value that has no JSON form/)
+    }
+    // A toJSON() that gives a JSON value is that value's text.
+    assert.deepEqual(results[2], { type: 'tool_result', tool_use_id: 'null_toJSON', content: 'null', is_error: false })
+  }
+  check(await executor.run(uses))
+  const turn = executor.turn()
+  turn.submit(...uses)
+  turn.seal()
+  check(await turn.results())
+})
+
 test("aborting run() hands the signal's reason to the tools too: ctx.signal.reason.cause, like fetch", async () => {
   const seen = []
   const executor = new ToolExecutor({ cleanupGraceMs: 200 }).tool({ name: 'watch', concurrencySafe: true }, (_input, ctx) => {

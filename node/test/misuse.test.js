@@ -161,11 +161,65 @@ test('values JSON cannot carry are InvalidArgumentErrors, not bare TypeErrors', 
   for (const [name, call] of Object.entries(cases)) {
     assert.throws(call, (err) => err instanceof InvalidArgumentError && err.code === 'invalid_argument' && /cannot be sent as JSON/.test(err.message), name)
   }
-  // A tool use whose input must cross (the tool has a schema) is refused the same way.
-  const ex = new ToolExecutor().tool({ name: 'checked', schema: { type: 'object' } }, async () => 'ok')
-  await assert.rejects(ex.run([use('a', 'checked', { n: 1n })]), InvalidArgumentError)
-  assert.throws(() => ex.turn().submit(use('a', 'checked', cycle)), InvalidArgumentError)
+  // (A tool use's input JSON cannot carry is its call's is_error result: see below.)
   assert.throws(() => new ToolExecutor().tool({ name: 'bad_schema', schema: cycle }, async () => 'ok'), InvalidArgumentError)
+})
+
+test('a tool use whose input must cross as JSON and cannot gets an is_error result; the other calls still run', async () => {
+  // With a schema (or for an unknown tool) the whole run() rejected and the batch's other
+  // results were lost. Every tool_use gets its one tool_result, in a run and in a streaming
+  // turn. A plain-object input to a tool without a schema never crosses (the tool gets it as
+  // given, unencoded: the executor's fast path), so the same input runs that tool.
+  const cycle = {}
+  cycle.self = cycle
+  const called = []
+  const ex = new ToolExecutor()
+    .tool({ name: 'plain', concurrencySafe: true }, (input) => { called.push(input); return 'ok' })
+    .tool({ name: 'checked', concurrencySafe: true, schema: { type: 'object' } }, (input) => { called.push(input); return 'ok' })
+  const good = use('good', 'plain', { nested: { deep: [1, 'two'] } })
+  const after = use('after', 'checked', { x: 1 })
+  const ok = (id) => ({ type: 'tool_result', tool_use_id: id, content: 'ok', is_error: false })
+  const inputs = {
+    bigint: [{ n: 1n }, /BigInt/],
+    nested_bigint: [{ a: { n: [2n] } }, /BigInt/],
+    cycle: [cycle, /circular/i],
+    throwing_toJSON: [{ a: { toJSON() { throw new Error('no JSON here') } } }, /no JSON here/],
+  }
+  for (const [label, [input, reason]] of Object.entries(inputs)) {
+    // Without a schema: the tool runs with the very object given.
+    called.length = 0
+    assert.deepEqual(await ex.run([good, use('bad', 'plain', input), after]), [ok('good'), ok('bad'), ok('after')], label)
+    assert.equal(called[1], input, label)
+    // With a schema: refused on its own.
+    const check = (results) => {
+      assert.deepEqual(results.map((r) => r.tool_use_id), ['good', 'bad', 'after'], label)
+      assert.deepEqual([results[0], results[2]], [ok('good'), ok('after')], label)
+      assert.equal(results[1].is_error, true, label)
+      assert.match(results[1].content, /^Invalid input for tool 'checked': the input cannot be sent as JSON: /, label)
+      assert.match(results[1].content, reason, label)
+    }
+    called.length = 0
+    check(await ex.run([good, use('bad', 'checked', input), after]))
+    assert.equal(called.length, 2, `${label}: the refused call's tool is not called`)
+    const turn = ex.turn()
+    turn.submit(good, use('bad', 'checked', input))
+    turn.submit(after)
+    turn.seal()
+    const events = []
+    for await (const event of turn) events.push(event)
+    check(await turn.results())
+    const refused = events.filter((e) => e.index === 1)
+    assert.deepEqual(refused.map((e) => e.type), ['finished', 'result'], label)
+    assert.deepEqual([refused[0].tool, refused[0].toolUseId, refused[0].status], ['checked', 'bad', 'rejected'])
+    assert.equal(refused[1].result.content, (await turn.results())[1].content)
+    // An unknown tool gets its usual result, whatever its input.
+    const results = await ex.run([good, use('bad', 'nope', input), after])
+    assert.deepEqual(results, [ok('good'), { type: 'tool_result', tool_use_id: 'bad', content: "Unknown tool 'nope'", is_error: true }, ok('after')], label)
+  }
+  // An input that is no plain object crosses for any tool, and is refused the same way.
+  const odd = Object.assign(Object.create({ inherited: true }), { n: 3n })
+  const results = await ex.run([use('bad', 'plain', odd)])
+  assert.match(results[0].content, /^Invalid input for tool 'plain': the input cannot be sent as JSON: .*BigInt/)
 })
 
 test('huge durations are invalid arguments, not internal errors', async () => {
@@ -181,11 +235,40 @@ test('huge durations are invalid arguments, not internal errors', async () => {
 
 test('a zero tool timeout is refused naming it, as the client\'s, Python\'s and C\'s are', () => {
   // It timed every call out at once, where 0 most likely meant "none".
-  const named = (name) => (err) => err instanceof InvalidArgumentError && err.message.startsWith(`${name} must be above 0 milliseconds`)
+  const named = (name) => (err) => err instanceof InvalidArgumentError && err.message.startsWith(`${name} must be at least 1 millisecond, got 0:`)
   assert.throws(() => new ToolExecutor({ defaultTimeoutMs: 0 }), named('defaultTimeoutMs'))
   assert.throws(() => new ToolExecutor().tool({ name: 't', timeoutMs: 0 }, async () => 'ok'), named('timeoutMs'))
   // A zero grace is no wait, and passes.
   new ToolExecutor({ cleanupGraceMs: 0 })
+})
+
+test('a timeout under 1 millisecond is refused saying "at least 1 millisecond", as 0 is', async () => {
+  // 1e-9 was refused as "must be above 0 milliseconds, got 0.000000001", and 0.5 was taken and
+  // timed an instant tool out "after 0ms" (a JS call takes longer; the core and C count whole
+  // milliseconds).
+  const refused = (name, ms) => (err) =>
+    err instanceof InvalidArgumentError && err.code === 'invalid_argument' &&
+    // (The number as Rust prints it: 1e-9 is 0.000000001.)
+    err.message.startsWith(`${name} must be at least 1 millisecond, got `)
+  for (const ms of [1e-9, 0.0001, 0.5, 0.999, -5]) {
+    assert.throws(() => new ToolExecutor({ defaultTimeoutMs: ms }), refused('defaultTimeoutMs', ms), `defaultTimeoutMs ${ms}`)
+    assert.throws(() => new ToolExecutor().tool({ name: 't', timeoutMs: ms }, async () => 'ok'), refused('timeoutMs', ms), `timeoutMs ${ms}`)
+  }
+  // 1 ms and fractions above it are taken (run with a fraction long enough that a loaded
+  // machine cannot time the call out).
+  new ToolExecutor({ defaultTimeoutMs: 1 }).tool({ name: 'short', timeoutMs: 1.5 }, async () => 'ok')
+  const ex = new ToolExecutor({ defaultTimeoutMs: 1 }).tool({ name: 't', timeoutMs: 60_000.5 }, async () => 'ok')
+  assert.equal((await ex.run([use('a', 't')]))[0].content, 'ok')
+})
+
+test('every refused maxConcurrency names the same range, from 1', () => {
+  // 0 said "from 1 to 4294967295" but -1, 1.5 and Infinity "from 0 to 4294967295".
+  for (const [n, shown] of [[0, '0'], [-1, '-1'], [1.5, '1.5'], [Infinity, 'inf'], [1e12, '1000000000000']]) {
+    assert.throws(() => new ToolExecutor({ maxConcurrency: n }), (err) =>
+      err instanceof InvalidArgumentError &&
+      err.message === `maxConcurrency must be a whole number from 1 to ${2 ** 32 - 1}, got ${shown}`, `maxConcurrency ${n}`)
+  }
+  new ToolExecutor({ maxConcurrency: 1 })
 })
 
 test('a tool without a name is refused by the core registry, as in Python and C', () => {
@@ -475,7 +558,7 @@ async function turnResults(ex, uses) {
   return turn.results()
 }
 
-test('views on a SharedArrayBuffer or a detached buffer feed like any bytes', () => {
+test('views on a SharedArrayBuffer feed like any bytes; a detached buffer\'s view is refused by feed', () => {
   const text = 'event: ping\ndata: {"type":"ping"}\n\n'
   const shared = new Uint8Array(new SharedArrayBuffer(text.length))
   shared.set(Buffer.from(text))
@@ -485,8 +568,10 @@ test('views on a SharedArrayBuffer or a detached buffer feed like any bytes', ()
   const buffer = new ArrayBuffer(8)
   const view = new Uint8Array(buffer)
   structuredClone(buffer, { transfer: [buffer] }) // detaches: the view is now empty
-  assert.deepEqual(new SseParser().feed(view), [])
-  assert.deepEqual(new StreamDecoder({ provider: 'anthropic' }).feed(view), [])
+  // A feed has no bytes to read, and says so (an empty chunk lost a chunk without a word: see
+  // sse.test.js); an estimate of nothing is 0 tokens.
+  assert.throws(() => new SseParser().feed(view), InvalidArgumentError)
+  assert.throws(() => new StreamDecoder({ provider: 'anthropic' }).feed(view), InvalidArgumentError)
   assert.equal(estimateTokens(view), 0)
 })
 
