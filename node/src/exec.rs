@@ -162,9 +162,16 @@ pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError>
 pub(crate) fn timeout_millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
     let timeout = millis(value, what)?;
     if timeout.is_zero() {
+        // A positive value under a nanosecond rounds to 0: "above 0" alone would contradict
+        // the value shown.
+        let rounded = if value > 0.0 {
+            ", which is under a nanosecond"
+        } else {
+            ""
+        };
         return Err(FerroloopError::invalid_argument(format!(
-            "{what} must be above 0 milliseconds, got {value}: nothing could finish within it \
-             (leave it unset for the default; a very long timeout is none)"
+            "{what} must be above 0 milliseconds, got {value}{rounded}: nothing could finish \
+             within it (leave it unset for the default; a very long timeout is none)"
         )));
     }
     Ok(timeout)

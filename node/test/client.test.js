@@ -469,6 +469,13 @@ test('a timeout of 0 is an InvalidArgumentError naming it, like Python; a retry 
       )
     }
     new Client({ fromEnv: false, timeouts: { [name]: 0.001 } })
+    // Above 0 but under a nanosecond, it rounds to 0: the message says so rather than
+    // contradicting the value it shows.
+    assert.throws(
+      () => new Client({ fromEnv: false, timeouts: { [name]: 1e-9 } }),
+      (err) => err instanceof ferroloop.InvalidArgumentError && err.message.startsWith(`timeouts.${name} must be above 0 milliseconds, got 0.000000001, which is under a nanosecond:`),
+      name,
+    )
   }
   new Client({ fromEnv: false, retryBaseDelayMs: 0, retryMaxDelayMs: 0 })
 })
