@@ -471,13 +471,25 @@ fn hook_panicked(name: &str, hook: &str, panic: &Box<dyn Any + Send>) -> Outcome
     (CallStatus::Panicked, text(message), false)
 }
 
-/// `30s`, `250ms`, `1.5s`.
+/// `30s`, `250ms`, `1.5s`; a fraction of a millisecond as `0.5ms` (to the microsecond; what rounds
+/// to 0 at that precision in nanoseconds, `250ns`).
 pub(crate) fn human_duration(duration: Duration) -> String {
     let millis = duration.as_millis();
     if millis.is_multiple_of(1000) && millis > 0 {
         format!("{}s", millis / 1000)
     } else if millis < 1000 {
-        format!("{millis}ms")
+        if duration.subsec_nanos() % 1_000_000 == 0 {
+            return format!("{millis}ms");
+        }
+        // A fraction of a millisecond (Python's seconds and Node's milliseconds are floats):
+        // rounded down to whole ones, 0.5 ms read "timed out after 0ms".
+        let millis = format!("{:.3}", duration.as_secs_f64() * 1000.0);
+        let millis = millis.trim_end_matches('0').trim_end_matches('.');
+        if millis == "0" {
+            format!("{}ns", duration.as_nanos())
+        } else {
+            format!("{millis}ms")
+        }
     } else {
         let seconds = format!("{:.3}", duration.as_secs_f64());
         format!("{}s", seconds.trim_end_matches('0').trim_end_matches('.'))
@@ -543,5 +555,9 @@ mod tests {
         assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(human_duration(Duration::from_millis(1500)), "1.5s");
         assert_eq!(human_duration(Duration::ZERO), "0ms");
+        assert_eq!(human_duration(Duration::from_micros(1500)), "1.5ms");
+        assert_eq!(human_duration(Duration::from_micros(100)), "0.1ms");
+        assert_eq!(human_duration(Duration::from_nanos(250)), "250ns");
+        assert_eq!(human_duration(Duration::from_nanos(999_999_999)), "1000ms");
     }
 }
