@@ -179,9 +179,9 @@ pub(crate) fn timeout_millis(value: f64, what: &str) -> Result<Duration, Ferrolo
 
 /// [`millis`] of at least 1 millisecond, for a tool timeout (`timeoutMs`, `defaultTimeoutMs`).
 /// A zero one timed every call out at once, where a Node user's 0 usually means "none"; one
-/// under 1 ms cannot be met either (a call crossing to JavaScript and back takes longer), and
-/// the core's messages and C's options count whole milliseconds: such a timeout was taken and
-/// fired "after 0ms", or (under 1 ns) refused as "above 0 milliseconds" while it was. The core
+/// under 1 ms cannot be met either (a call crossing to JavaScript and back takes longer), and C's
+/// options count whole milliseconds: such a timeout was taken and timed every call out, or
+/// (under 1 ns) refused as "above 0 milliseconds" while it was. The core
 /// refuses a zero timeout too, without the JS name ([`executor_config`], [`register_js_tool`]
 /// name it the same way).
 pub(crate) fn tool_timeout_millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {

@@ -244,7 +244,7 @@ test('a zero tool timeout is refused naming it, as the client\'s, Python\'s and 
 
 test('a timeout under 1 millisecond is refused saying "at least 1 millisecond", as 0 is', async () => {
   // 1e-9 was refused as "must be above 0 milliseconds, got 0.000000001", and 0.5 was taken and
-  // timed an instant tool out "after 0ms" (a JS call takes longer; the core and C count whole
+  // timed an instant tool out "after 0ms" (a JS call takes longer; C counts whole
   // milliseconds).
   const refused = (name, ms) => (err) =>
     err instanceof InvalidArgumentError && err.code === 'invalid_argument' &&
