@@ -478,7 +478,7 @@ pub(crate) fn human_duration(duration: Duration) -> String {
     if millis.is_multiple_of(1000) && millis > 0 {
         format!("{}s", millis / 1000)
     } else if millis < 1000 {
-        if duration.subsec_nanos() % 1_000_000 == 0 {
+        if duration.subsec_nanos().is_multiple_of(1_000_000) {
             return format!("{millis}ms");
         }
         // A fraction of a millisecond (Python's seconds and Node's milliseconds are floats):
