@@ -370,7 +370,14 @@ export interface ToolDeclaration<Input = any> {
    * for none. A whole number below 2^64 (a larger one is refused, not clamped).
    */
   maxResultChars?: number | null
-  /** JSON Schema of the input; violating inputs get an is_error result without a call. */
+  /**
+   * JSON Schema of the input; violating inputs get an is_error result without a call. Checked:
+   * `type`, `properties`, `required`, `additionalProperties`, `items`, `prefixItems`, `enum`,
+   * `const` and the bounds (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`,
+   * `multipleOf`, `minLength`, `maxLength`, `minItems`, `maxItems`, `uniqueItems`,
+   * `minProperties`, `maxProperties`); other keywords (`pattern`, `format`, `$ref`, `anyOf`,
+   * ...) are accepted and not checked.
+   */
   schema?: Record<string, unknown> | null
   /** A failure cancels the running and later siblings of the same turn (shell-like tools). */
   cancelsSiblingsOnError?: boolean | null

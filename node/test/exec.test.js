@@ -460,6 +460,37 @@ test('tuple schemas register and validate each position; enums match 1.0 to 1', 
   )
 })
 
+test('schema bounds are enforced: minimum, maxLength, uniqueItems', async () => {
+  // zod's `.int().min(1)` and `.max(3)`: the bounds were accepted and not checked.
+  const ex = new ToolExecutor()
+  let calls = 0
+  ex.tool(
+    {
+      name: 'lookup',
+      schema: {
+        type: 'object',
+        properties: {
+          limit: { type: 'integer', minimum: 1 },
+          code: { type: 'string', maxLength: 3 },
+          tags: { type: 'array', uniqueItems: true },
+        },
+      },
+    },
+    () => { calls++; return 'ok' },
+  )
+  const [ok, bad] = await ex.run([
+    { type: 'tool_use', id: 'a', name: 'lookup', input: { limit: 1, code: 'abc', tags: ['x', 'y'] } },
+    { type: 'tool_use', id: 'b', name: 'lookup', input: { limit: 0, code: 'abcd', tags: ['x', 'x'] } },
+  ])
+  assert.equal(ok.content, 'ok')
+  assert.equal(
+    bad.content,
+    "Invalid input for tool 'lookup': input.limit: must be at least 1, got 0; input.code: must have at most 3 characters, got 4; input.tags: must not repeat items: items 0 and 1 are equal",
+  )
+  assert.equal(calls, 1)
+  assert.throws(() => ex.tool({ name: 'bad', schema: { multipleOf: 0 } }, () => 'x'), InvalidArgumentError)
+})
+
 test('a process with an executor and a never-settling tool exits by itself after run()', () => {
   const script = `
     const { ToolExecutor } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.js'))})

@@ -248,7 +248,13 @@ class ToolExecutor:
         0: 0 is refused) overrides the executor's ``default_timeout``. ``max_result_chars``
         overrides the executor's limit for this tool (``math.inf``: none). ``schema`` (a
         JSON schema) validates the input and, with ``description`` (default: the function's
-        docstring), is what an ``Agent`` tells the model about the tool.
+        docstring), is what an ``Agent`` tells the model about the tool. The keywords checked
+        are ``type``, ``properties``, ``required``, ``additionalProperties``, ``items``,
+        ``prefixItems``, ``enum``, ``const`` and the bounds (``minimum``, ``maximum``,
+        ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``, ``minLength``,
+        ``maxLength``, ``minItems``, ``maxItems``, ``uniqueItems``, ``minProperties``,
+        ``maxProperties``); others (``pattern``, ``format``, ``$ref``, ``anyOf``, ...) are
+        accepted and not checked.
         """
 
         if name is not None and not isinstance(name, str) and not callable(name):

@@ -383,6 +383,38 @@ async def test_schema_validation_rejects_invalid_input() -> None:
 
 
 @pytest.mark.asyncio
+async def test_schema_bounds_are_enforced() -> None:
+    # What pydantic emits for `Field(ge=1, le=100)` and `Field(max_length=3)`: the bounds were
+    # accepted and not checked, so the tool ran with 0.
+    ex = ferroloop.ToolExecutor()
+    calls = 0
+    schema = {
+        "type": "object",
+        "properties": {
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+            "code": {"type": "string", "maxLength": 3},
+        },
+    }
+
+    @ex.tool(schema=schema)
+    async def lookup(inp: dict[str, Any]) -> str:
+        nonlocal calls
+        calls += 1
+        return "ok"
+
+    results = await ex.run([use(0, "lookup", limit=1, code="abc"), use(1, "lookup", limit=0, code="abcd")])
+    assert results[0]["content"] == "ok" and not results[0]["is_error"]
+    assert results[1]["is_error"]
+    assert results[1]["content"] == (
+        "Invalid input for tool 'lookup': input.limit: must be at least 1, got 0; "
+        "input.code: must have at most 3 characters, got 4"
+    )
+    assert calls == 1
+    with pytest.raises(ferroloop.ToolError, match="multipleOf"):
+        ex.tool(name="bad", schema={"multipleOf": 0})(lookup)
+
+
+@pytest.mark.asyncio
 async def test_tuple_schemas_register_and_numbers_match_enums_by_value() -> None:
     ex = ferroloop.ToolExecutor()
 

@@ -1985,7 +1985,10 @@ fl_status fl_executor_add_tool_with_definition(fl_executor *executor,
  * - `description`: what the model is told the tool does (default: nothing);
  * - `input_schema`: the JSON schema of the input (an object, default any object; Python's
  *   `schema`); the model is told it, and a call whose input does not match it gets an
- *   `is_error` result naming the violations without the callback running, as in Python;
+ *   `is_error` result naming the violations without the callback running, as in Python
+ *   (the keywords checked: `type`, `properties`, `required`, `additionalProperties`, `items`,
+ *   `prefixItems`, `enum`, `const` and the bounds, `minimum` to `maxProperties`; others, such
+ *   as `pattern`, `format`, `$ref` or `anyOf`, are accepted and not checked);
  * - `concurrency_safe` (default false), `cancels_siblings_on_error` (default false): as in
  *   `fl_tool_options`;
  * - `timeout_ms`: how long a call may run (default: the executor's default timeout; 0 is

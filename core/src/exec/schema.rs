@@ -2,9 +2,13 @@
 //! `type` (a name or a list; `integer` means a number without a fraction), `required`,
 //! `properties`, `additionalProperties` (boolean or schema), `items` (one schema, or an array
 //! of them checking the leading positions of a tuple), `prefixItems` (then `items` checks the
-//! rest), `enum` and `const` (numbers compared by value: `1.0` matches `1`), and boolean
-//! schemas. Other keywords (`description`, `minimum`, `format`, `$ref`, …) are accepted and
-//! ignored: the model's input is checked for shape, not for every constraint.
+//! rest), `enum` and `const` (numbers compared by value: `1.0` matches `1`), boolean schemas,
+//! and the bounds: `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (a number, or
+//! draft-04's boolean beside `minimum`/`maximum`), `multipleOf`, `minLength` and `maxLength`
+//! (in characters, i.e. code points), `minItems`, `maxItems`, `uniqueItems`, `minProperties` and
+//! `maxProperties`. Other keywords (`description`, `pattern`, `format`, `$ref`, `anyOf`, `oneOf`,
+//! `allOf`, `not`, `if`, `dependentRequired`, …) are accepted and ignored: the model's input is
+//! checked for its shape and bounds, not for every constraint a schema can state.
 //!
 //! Schemas are compiled once when a tool is registered; validation walks the input once.
 
@@ -70,6 +74,26 @@ struct Checks {
     /// The first position `items` applies to: 0, or past the `prefixItems` (in 2020-12, `items`
     /// is the schema of the rest of the tuple).
     items_from: usize,
+    /// The size and range keywords; boxed, as most schemas have none.
+    bounds: Option<Box<Bounds>>,
+}
+
+/// The bound keywords of one schema. Each applies only to values of its kind (a `minimum` to
+/// numbers, a `maxLength` to strings, ...), as JSON Schema says.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Bounds {
+    /// `minimum` and `exclusiveMinimum` (the larger bound, and whether it is exclusive).
+    lower: Option<(f64, bool)>,
+    /// `maximum` and `exclusiveMaximum`.
+    upper: Option<(f64, bool)>,
+    multiple_of: Option<f64>,
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
+    unique_items: bool,
+    min_properties: Option<u64>,
+    max_properties: Option<u64>,
 }
 
 /// A set of JSON types as bits.
@@ -228,6 +252,7 @@ fn compile_node(schema: &Value, path: &mut String) -> Result<Node, SchemaError> 
         }
         (None, _) => checks.items = compile_child(object, "items", path)?,
     }
+    checks.bounds = compile_bounds(object, path)?.map(Box::new);
     let trivial = checks == Checks::default();
     Ok(if trivial {
         Node::Any
@@ -252,6 +277,208 @@ fn compile_types(object: &Map<String, Value>, path: &str) -> Result<Option<TypeS
             Ok(Some(set))
         }
         Some(_) => Err(schema_error(path, "`type` must be a string or an array")),
+    }
+}
+
+/// The bound keywords of `object`, or `None` when it has none.
+fn compile_bounds(object: &Map<String, Value>, path: &str) -> Result<Option<Bounds>, SchemaError> {
+    let number = |keyword: &str| -> Result<Option<f64>, SchemaError> {
+        match object.get(keyword) {
+            None => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(_) => Err(schema_error(path, &format!("`{keyword}` must be a number"))),
+        }
+    };
+    let count = |keyword: &str| -> Result<Option<u64>, SchemaError> {
+        match object.get(keyword) {
+            None => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .or_else(|| {
+                    // `2.0` is an integer in JSON Schema.
+                    n.as_f64()
+                        .filter(|f| *f >= 0.0 && f.fract() == 0.0)
+                        .map(|f| f as u64)
+                })
+                .map(Some)
+                .ok_or_else(|| {
+                    schema_error(path, &format!("`{keyword}` must be a non-negative integer"))
+                }),
+            Some(_) => Err(schema_error(
+                path,
+                &format!("`{keyword}` must be a non-negative integer"),
+            )),
+        }
+    };
+    // `exclusiveMinimum` is a number (draft-06 on) or, in draft-04, a boolean that makes
+    // `minimum` exclusive.
+    let bound = |inclusive: &str, exclusive: &str, lower: bool| {
+        let mut bound = number(inclusive)?.map(|value| (value, false));
+        match object.get(exclusive) {
+            None => {}
+            Some(Value::Bool(flag)) => {
+                if let Some((_, strict)) = &mut bound {
+                    *strict = *flag;
+                }
+            }
+            Some(Value::Number(n)) => {
+                if let Some(value) = n.as_f64() {
+                    // Both given: the tighter one applies.
+                    let tighter = match bound {
+                        None => true,
+                        Some((current, _)) => {
+                            if lower {
+                                value >= current
+                            } else {
+                                value <= current
+                            }
+                        }
+                    };
+                    if tighter {
+                        bound = Some((value, true));
+                    }
+                }
+            }
+            Some(_) => {
+                return Err(schema_error(
+                    path,
+                    &format!("`{exclusive}` must be a number or a boolean"),
+                ));
+            }
+        }
+        Ok(bound)
+    };
+    let multiple_of = number("multipleOf")?;
+    if multiple_of.is_some_and(|m| m.is_nan() || m <= 0.0) {
+        return Err(schema_error(path, "`multipleOf` must be above 0"));
+    }
+    let unique_items = match object.get("uniqueItems") {
+        None => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(_) => return Err(schema_error(path, "`uniqueItems` must be a boolean")),
+    };
+    let bounds = Bounds {
+        lower: bound("minimum", "exclusiveMinimum", true)?,
+        upper: bound("maximum", "exclusiveMaximum", false)?,
+        multiple_of,
+        min_length: count("minLength")?,
+        max_length: count("maxLength")?,
+        min_items: count("minItems")?,
+        max_items: count("maxItems")?,
+        unique_items,
+        min_properties: count("minProperties")?,
+        max_properties: count("maxProperties")?,
+    };
+    Ok((bounds != Bounds::default()).then_some(bounds))
+}
+
+/// The first bound `value` breaks, described for the model (`None` when it keeps them all).
+fn broken_bound(bounds: &Bounds, value: &Value) -> Option<String> {
+    let size = |what: [&str; 2], n: usize, min: Option<u64>, max: Option<u64>| {
+        let n = n as u64;
+        let noun = |k: u64| if k == 1 { what[0] } else { what[1] };
+        if let Some(min) = min.filter(|&min| n < min) {
+            return Some(format!("must have at least {min} {}, got {n}", noun(min)));
+        }
+        if let Some(max) = max.filter(|&max| n > max) {
+            return Some(format!("must have at most {max} {}, got {n}", noun(max)));
+        }
+        None
+    };
+    match value {
+        Value::Number(number) => {
+            let x = number.as_f64()?;
+            if let Some((min, strict)) = bounds.lower
+                && (x < min || (strict && x == min))
+            {
+                let rule = if strict { "above" } else { "at least" };
+                return Some(format!("must be {rule} {}, got {number}", show(min)));
+            }
+            if let Some((max, strict)) = bounds.upper
+                && (x > max || (strict && x == max))
+            {
+                let rule = if strict { "below" } else { "at most" };
+                return Some(format!("must be {rule} {}, got {number}", show(max)));
+            }
+            if let Some(step) = bounds.multiple_of
+                && !is_multiple(number, step)
+            {
+                return Some(format!(
+                    "must be a multiple of {}, got {number}",
+                    show(step)
+                ));
+            }
+            None
+        }
+        Value::String(text) => {
+            // Only counted when a length bound asks (a scan of the string).
+            if bounds.min_length.is_none() && bounds.max_length.is_none() {
+                return None;
+            }
+            let length = text.chars().count();
+            size(
+                ["character", "characters"],
+                length,
+                bounds.min_length,
+                bounds.max_length,
+            )
+        }
+        Value::Array(items) => {
+            let counts = (bounds.min_items, bounds.max_items);
+            if let Some(problem) = size(["item", "items"], items.len(), counts.0, counts.1) {
+                return Some(problem);
+            }
+            if bounds.unique_items {
+                // Quadratic in the items, as `enum` is in its members; inputs are small.
+                for (j, item) in items.iter().enumerate() {
+                    if let Some(i) = items[..j]
+                        .iter()
+                        .position(|earlier| json_equal(earlier, item))
+                    {
+                        return Some(format!(
+                            "must not repeat items: items {i} and {j} are equal"
+                        ));
+                    }
+                }
+            }
+            None
+        }
+        Value::Object(object) => size(
+            ["property", "properties"],
+            object.len(),
+            bounds.min_properties,
+            bounds.max_properties,
+        ),
+        _ => None,
+    }
+}
+
+/// Whether `number` is a whole multiple of `step` (> 0): exactly for integers, else within a
+/// relative tolerance, so that `0.3` is a multiple of `0.1` although `0.3 / 0.1` is
+/// `2.9999999999999996` in binary floating point.
+fn is_multiple(number: &serde_json::Number, step: f64) -> bool {
+    if let (Some(n), true) = (
+        number.as_i64(),
+        step.fract() == 0.0 && step <= i64::MAX as f64,
+    ) {
+        return n % (step as i64) == 0;
+    }
+    let Some(x) = number.as_f64() else {
+        return true;
+    };
+    let quotient = x / step;
+    if !quotient.is_finite() {
+        return false;
+    }
+    (quotient - quotient.round()).abs() <= 1e-9 * quotient.abs().max(1.0)
+}
+
+/// A bound as the schema wrote it: `1`, not `1.0`.
+fn show(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{}", value as i64)
+    } else {
+        format!("{value}")
     }
 }
 
@@ -319,6 +546,13 @@ fn conforms(node: &Node, value: &Value) -> bool {
         .constant
         .as_ref()
         .is_some_and(|constant| !json_equal(constant, value))
+    {
+        return false;
+    }
+    if checks
+        .bounds
+        .as_ref()
+        .is_some_and(|bounds| broken_bound(bounds, value).is_some())
     {
         return false;
     }
@@ -403,6 +637,13 @@ fn check(node: &Node, value: &Value, path: &mut String, violations: &mut Vec<Vio
         && !json_equal(constant, value)
     {
         report(violations, path, format!("must be {constant}"));
+    }
+    if let Some(problem) = checks
+        .bounds
+        .as_ref()
+        .and_then(|bounds| broken_bound(bounds, value))
+    {
+        report(violations, path, problem);
     }
     match value {
         Value::Object(object) => check_object(checks, object, path, violations),
@@ -609,6 +850,106 @@ mod tests {
         );
     }
 
+    /// The bound keywords tool schemas use (pydantic's `Field(ge=1, max_length=80)`, zod's
+    /// `.min(1)`): the C docs said a schema is enforced, and these were ignored.
+    #[test]
+    fn bounds_are_enforced_on_values_of_their_kind() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer", "minimum": 1, "maximum": 10},
+                "ratio": {"exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                "old": {"minimum": 0, "exclusiveMinimum": true},
+                "step": {"multipleOf": 0.1},
+                "even": {"multipleOf": 2},
+                "name": {"type": "string", "minLength": 1, "maxLength": 3},
+                "tags": {"minItems": 1, "maxItems": 2, "uniqueItems": true},
+                "env": {"minProperties": 1, "maxProperties": 1},
+            },
+            "minProperties": 1,
+        });
+        let good = json!({
+            "n": 10, "ratio": 0.5, "old": 0.1, "step": 0.3, "even": -4, "name": "añb",
+            "tags": [1, "1"], "env": {"A": "1"},
+        });
+        assert!(problems(schema.clone(), good).is_empty());
+        assert_eq!(
+            problems(
+                schema.clone(),
+                json!({"n": 0, "ratio": 1, "old": 0, "step": 0.25, "even": 3})
+            ),
+            [
+                "input.n: must be at least 1, got 0",
+                "input.ratio: must be below 1, got 1",
+                "input.old: must be above 0, got 0",
+                "input.step: must be a multiple of 0.1, got 0.25",
+                "input.even: must be a multiple of 2, got 3",
+            ]
+        );
+        assert_eq!(
+            problems(
+                schema.clone(),
+                json!({"n": 11.0, "name": "", "tags": [], "env": {"A": "1", "B": "2"}})
+            ),
+            [
+                "input.n: must be at most 10, got 11.0",
+                "input.name: must have at least 1 character, got 0",
+                "input.tags: must have at least 1 item, got 0",
+                "input.env: must have at most 1 property, got 2",
+            ]
+        );
+        assert_eq!(
+            problems(schema.clone(), json!({"name": "abcd", "tags": [1, 1.0]})),
+            [
+                "input.name: must have at most 3 characters, got 4",
+                "input.tags: must not repeat items: items 0 and 1 are equal",
+            ]
+        );
+        assert_eq!(
+            problems(schema.clone(), json!({})),
+            ["input: must have at least 1 property, got 0"]
+        );
+        // A bound applies only to its kind: a string is no number below 1.
+        assert!(problems(schema, json!({"n": "0", "name": 12345})).len() == 2);
+        // Draft-06 numbers and a `minimum` beside them: the tighter applies.
+        let both = json!({"minimum": 5, "exclusiveMinimum": 3});
+        assert!(problems(both.clone(), json!(5)).is_empty());
+        assert_eq!(
+            problems(both, json!(4)),
+            ["input: must be at least 5, got 4"]
+        );
+    }
+
+    #[test]
+    fn ill_formed_bounds_are_refused() {
+        for (schema, problem) in [
+            (json!({"minimum": "1"}), "`minimum` must be a number"),
+            (json!({"multipleOf": 0}), "`multipleOf` must be above 0"),
+            (json!({"multipleOf": -2}), "`multipleOf` must be above 0"),
+            (
+                json!({"maxLength": -1}),
+                "`maxLength` must be a non-negative integer",
+            ),
+            (
+                json!({"minItems": 1.5}),
+                "`minItems` must be a non-negative integer",
+            ),
+            (
+                json!({"uniqueItems": "yes"}),
+                "`uniqueItems` must be a boolean",
+            ),
+            (
+                json!({"exclusiveMaximum": "1"}),
+                "`exclusiveMaximum` must be a number or a boolean",
+            ),
+        ] {
+            let err = InputSchema::compile(&schema).unwrap_err();
+            assert_eq!(err.problem, problem, "{schema}");
+        }
+        // `2.0` is an integer.
+        assert!(InputSchema::compile(&json!({"maxItems": 2.0})).is_ok());
+    }
+
     #[test]
     fn reports_at_most_five_problems() {
         let schema = json!({"type": "array", "items": {"type": "string"}});
@@ -647,7 +988,8 @@ mod tests {
                             Just("tags"),
                             Just("n"),
                             Just("pair"),
-                            Just("rest")
+                            Just("rest"),
+                            Just("bounded")
                         ],
                         inner
                     ),
@@ -671,6 +1013,9 @@ mod tests {
                     "mode": {"enum": ["read", "write"]},
                     "tags": {"type": "array", "items": {"type": ["string", "null"]}},
                     "n": {"type": "integer", "const": 2},
+                    "bounded": {"minimum": -1, "exclusiveMaximum": 2, "multipleOf": 0.5,
+                                "minLength": 1, "maxItems": 2, "uniqueItems": true,
+                                "maxProperties": 1},
                     "pair": {"items": [{"type": "string"}, {"enum": [2]}]},
                     "rest": {"prefixItems": [{"type": "string"}], "items": {"type": "integer"}},
                 },
