@@ -15,7 +15,7 @@ const {
   RateLimitedError,
   FerroloopError,
 } = require('../lib/index.js')
-const { repoRoot, chunked, assertDeclared, memberLabels } = require('./helpers.js')
+const { repoRoot, chunked, assertDeclared, memberLabels, assertDetachedChunksRefused } = require('./helpers.js')
 
 const CHUNKINGS = [Infinity, 1, 7, 64, 1460]
 
@@ -424,23 +424,5 @@ test('every event the decoders produce is a member of the DecodeEvent type, with
 test('a detached buffer, or a view of one, is an InvalidArgumentError saying it has no bytes', () => {
   // A detached ArrayBuffer threw a bare TypeError (from `new Uint8Array`), and a view of one
   // read as an empty chunk: a chunk lost without a word.
-  const buffer = new ArrayBuffer(8)
-  const views = {
-    Uint8Array: new Uint8Array(buffer),
-    Buffer: Buffer.from(buffer),
-    DataView: new DataView(buffer),
-    Int16Array: new Int16Array(buffer),
-  }
-  structuredClone(buffer, { transfer: [buffer] })
-  const refused = (subject) => (err) =>
-    err instanceof InvalidArgumentError && err instanceof FerroloopError && err.code === 'invalid_argument' &&
-    err.message === `StreamDecoder.feed: ${subject} is detached (transferred, or a closed stream's): it has no bytes to read`
-  assert.throws(() => new StreamDecoder({ provider: 'anthropic' }).feed(buffer), refused('the ArrayBuffer'))
-  for (const [kind, view] of Object.entries(views)) {
-    assert.throws(() => new StreamDecoder({ provider: 'anthropic' }).feed(view), refused("the view's ArrayBuffer"), kind)
-  }
-  // An empty chunk that is not detached is still no events.
-  for (const empty of [new ArrayBuffer(0), new Uint8Array(0), new DataView(new ArrayBuffer(0))]) {
-    assert.deepEqual(new StreamDecoder({ provider: 'anthropic' }).feed(empty), [])
-  }
+  assertDetachedChunksRefused(() => new StreamDecoder({ provider: 'anthropic' }), 'StreamDecoder.feed')
 })

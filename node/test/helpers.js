@@ -341,7 +341,35 @@ function assertDeclared(value, typeText, where = typeText, { open = false } = {}
   return members.length > 0 ? members[0].label : null
 }
 
+/**
+ * Checks that `feed` (a fresh parser's or decoder's, from `make()`) refuses a detached
+ * ArrayBuffer and every kind of view of one with the InvalidArgumentError naming `what`, and
+ * still reads an empty chunk that is not detached as no events.
+ */
+function assertDetachedChunksRefused(make, what) {
+  const { InvalidArgumentError, FerroloopError } = require('../lib/index.js')
+  const buffer = new ArrayBuffer(8)
+  const views = {
+    Uint8Array: new Uint8Array(buffer),
+    Buffer: Buffer.from(buffer),
+    DataView: new DataView(buffer),
+    Int16Array: new Int16Array(buffer),
+  }
+  structuredClone(buffer, { transfer: [buffer] })
+  const refused = (subject) => (err) =>
+    err instanceof InvalidArgumentError && err instanceof FerroloopError && err.code === 'invalid_argument' &&
+    err.message === `${what}: ${subject} is detached (transferred, or a closed stream's): it has no bytes to read`
+  assert.throws(() => make().feed(buffer), refused('the ArrayBuffer'))
+  for (const [kind, view] of Object.entries(views)) {
+    assert.throws(() => make().feed(view), refused("the view's ArrayBuffer"), kind)
+  }
+  for (const empty of [new ArrayBuffer(0), new Uint8Array(0), new DataView(new ArrayBuffer(0))]) {
+    assert.deepEqual(make().feed(empty), [])
+  }
+}
+
 module.exports = {
+  assertDetachedChunksRefused,
   repoRoot,
   fixturesDir,
   chunked,

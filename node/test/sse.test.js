@@ -3,7 +3,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 
 const { SseParser, InvalidArgumentError, FerroloopError, toFerroloopError } = require('../lib/index.js')
-const { feedAll, sseFixtures, conformanceVectors } = require('./helpers.js')
+const { feedAll, sseFixtures, conformanceVectors, assertDetachedChunksRefused } = require('./helpers.js')
 
 const CHUNKINGS = [Infinity, 1, 2, 3, 7, 64, 4096]
 
@@ -345,23 +345,5 @@ test('bytesFed counts every byte fed, like Python bytes_fed', () => {
 test('a detached buffer, or a view of one, is an InvalidArgumentError saying it has no bytes', () => {
   // A detached ArrayBuffer threw a bare TypeError (from `new Uint8Array`), and a view of one
   // read as an empty chunk: a chunk lost without a word.
-  const buffer = new ArrayBuffer(8)
-  const views = {
-    Uint8Array: new Uint8Array(buffer),
-    Buffer: Buffer.from(buffer),
-    DataView: new DataView(buffer),
-    Int16Array: new Int16Array(buffer),
-  }
-  structuredClone(buffer, { transfer: [buffer] })
-  const refused = (subject) => (err) =>
-    err instanceof InvalidArgumentError && err instanceof FerroloopError && err.code === 'invalid_argument' &&
-    err.message === `SseParser.feed: ${subject} is detached (transferred, or a closed stream's): it has no bytes to read`
-  assert.throws(() => new SseParser().feed(buffer), refused('the ArrayBuffer'))
-  for (const [kind, view] of Object.entries(views)) {
-    assert.throws(() => new SseParser().feed(view), refused("the view's ArrayBuffer"), kind)
-  }
-  // An empty chunk that is not detached is still no events.
-  for (const empty of [new ArrayBuffer(0), new Uint8Array(0), new DataView(new ArrayBuffer(0))]) {
-    assert.deepEqual(new SseParser().feed(empty), [])
-  }
+  assertDetachedChunksRefused(() => new SseParser(), 'SseParser.feed')
 })
