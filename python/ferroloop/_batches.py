@@ -103,10 +103,15 @@ class BatchedEvents(AsyncClosing, Generic[Event]):
         return self._seen(self._buffer.popleft())
 
     async def aclose(self) -> None:
-        """Aborts the underlying work (idempotent)."""
+        """Aborts the underlying work (idempotent). Events received but not yet yielded are
+        dropped, as an async generator yields nothing after its ``aclose()``: a later
+        ``__anext__`` ends the iteration (it went on yielding the rest of the last batch)."""
         if not self._done:
             self._ended_early = _CLOSED
         self._done = True
+        # Looked at, not yielded: what a subclass keeps of them (a run's ``stop`` event) stays.
+        while self._buffer:
+            self._seen(self._buffer.popleft())
         self._native.close()
 
     def _early_end(self, what: str) -> Optional[BaseException]:

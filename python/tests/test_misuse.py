@@ -11,7 +11,7 @@ import sys
 import textwrap
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -130,6 +130,42 @@ def test_a_usage_count_past_64_bits_is_refused_naming_the_int_given() -> None:
         tracker.record_usage({"input_tokens": 2**64, "output_tokens": 1})
     with pytest.raises(ValueError, match=r"got \"-18446744073709551616\"$"):
         tracker.record_usage({"input_tokens": -(2**64), "output_tokens": 1})
+
+
+@pytest.mark.asyncio
+async def test_events_of_a_batch_are_not_yielded_after_aclose() -> None:
+    # A run handed over in one batch went on yielding the rest of that batch after aclose(),
+    # where an async generator yields nothing more; which events were left depended on how the
+    # native side had batched them.
+    stop = {"type": "stop", "reason": "end_turn", "turns": 1, "messages": []}
+
+    class OneBatch:
+        def __init__(self) -> None:
+            self.batches: list[list[dict[str, Any]]] = [
+                [{"type": "turn_start", "turn": 1}, {"type": "text", "text": "hi"}, stop]
+            ]
+            self.closed = False
+
+        async def next_batch(self) -> Optional[list[dict[str, Any]]]:
+            return self.batches.pop(0) if self.batches else None
+
+        def close(self) -> None:
+            self.closed = True
+
+        def cancel(self) -> None:
+            pass
+
+    native = OneBatch()
+    run = ferroloop.AgentRun(native)  # type: ignore[arg-type]
+    assert (await run.__anext__())["type"] == "turn_start"
+    await run.aclose()
+    assert native.closed
+    with pytest.raises(StopAsyncIteration):
+        await run.__anext__()
+    # What the run kept of the dropped events stays readable: the stop event, so finish()
+    # still answers.
+    assert run.stop == stop
+    assert await run.finish() == stop
 
 
 def test_one_executor_used_from_two_event_loops_at_once() -> None:
