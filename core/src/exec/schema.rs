@@ -14,7 +14,9 @@
 
 use std::fmt::{self, Write as _};
 
-use serde_json::{Map, Value};
+use std::cmp::Ordering;
+
+use serde_json::{Map, Number, Value};
 
 /// At most this many problems are reported for one input.
 const MAX_REPORTED: usize = 5;
@@ -83,10 +85,11 @@ struct Checks {
 #[derive(Debug, Clone, PartialEq, Default)]
 struct Bounds {
     /// `minimum` and `exclusiveMinimum` (the larger bound, and whether it is exclusive).
-    lower: Option<(f64, bool)>,
+    lower: Option<(Number, bool)>,
     /// `maximum` and `exclusiveMaximum`.
-    upper: Option<(f64, bool)>,
-    multiple_of: Option<f64>,
+    upper: Option<(Number, bool)>,
+    /// Above 0 (checked when compiled).
+    multiple_of: Option<Number>,
     min_length: Option<u64>,
     max_length: Option<u64>,
     min_items: Option<u64>,
@@ -282,10 +285,10 @@ fn compile_types(object: &Map<String, Value>, path: &str) -> Result<Option<TypeS
 
 /// The bound keywords of `object`, or `None` when it has none.
 fn compile_bounds(object: &Map<String, Value>, path: &str) -> Result<Option<Bounds>, SchemaError> {
-    let number = |keyword: &str| -> Result<Option<f64>, SchemaError> {
+    let number = |keyword: &str| -> Result<Option<Number>, SchemaError> {
         match object.get(keyword) {
             None => Ok(None),
-            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(Value::Number(n)) => Ok(Some(n.clone())),
             Some(_) => Err(schema_error(path, &format!("`{keyword}` must be a number"))),
         }
     };
@@ -322,21 +325,16 @@ fn compile_bounds(object: &Map<String, Value>, path: &str) -> Result<Option<Boun
                 }
             }
             Some(Value::Number(n)) => {
-                if let Some(value) = n.as_f64() {
-                    // Both given: the tighter one applies.
-                    let tighter = match bound {
-                        None => true,
-                        Some((current, _)) => {
-                            if lower {
-                                value >= current
-                            } else {
-                                value <= current
-                            }
-                        }
-                    };
-                    if tighter {
-                        bound = Some((value, true));
+                // Both given: the tighter one applies.
+                let tighter = match &bound {
+                    None => true,
+                    Some((current, _)) => {
+                        let order = compare(n, current);
+                        if lower { order.is_ge() } else { order.is_le() }
                     }
+                };
+                if tighter {
+                    bound = Some((n.clone(), true));
                 }
             }
             Some(_) => {
@@ -349,7 +347,10 @@ fn compile_bounds(object: &Map<String, Value>, path: &str) -> Result<Option<Boun
         Ok(bound)
     };
     let multiple_of = number("multipleOf")?;
-    if multiple_of.is_some_and(|m| m.is_nan() || m <= 0.0) {
+    if multiple_of
+        .as_ref()
+        .is_some_and(|m| m.as_f64().is_none_or(|m| m.is_nan() || m <= 0.0))
+    {
         return Err(schema_error(path, "`multipleOf` must be above 0"));
     }
     let unique_items = match object.get("uniqueItems") {
@@ -387,26 +388,24 @@ fn broken_bound(bounds: &Bounds, value: &Value) -> Option<String> {
     };
     match value {
         Value::Number(number) => {
-            let x = number.as_f64()?;
-            if let Some((min, strict)) = bounds.lower
-                && (x < min || (strict && x == min))
-            {
-                let rule = if strict { "above" } else { "at least" };
-                return Some(format!("must be {rule} {}, got {number}", show(min)));
+            if let Some((min, strict)) = &bounds.lower {
+                let order = compare(number, min);
+                if order.is_lt() || (*strict && order.is_eq()) {
+                    let rule = if *strict { "above" } else { "at least" };
+                    return Some(format!("must be {rule} {min}, got {number}"));
+                }
             }
-            if let Some((max, strict)) = bounds.upper
-                && (x > max || (strict && x == max))
-            {
-                let rule = if strict { "below" } else { "at most" };
-                return Some(format!("must be {rule} {}, got {number}", show(max)));
+            if let Some((max, strict)) = &bounds.upper {
+                let order = compare(number, max);
+                if order.is_gt() || (*strict && order.is_eq()) {
+                    let rule = if *strict { "below" } else { "at most" };
+                    return Some(format!("must be {rule} {max}, got {number}"));
+                }
             }
-            if let Some(step) = bounds.multiple_of
+            if let Some(step) = &bounds.multiple_of
                 && !is_multiple(number, step)
             {
-                return Some(format!(
-                    "must be a multiple of {}, got {number}",
-                    show(step)
-                ));
+                return Some(format!("must be a multiple of {step}, got {number}"));
             }
             None
         }
@@ -453,33 +452,46 @@ fn broken_bound(bounds: &Bounds, value: &Value) -> Option<String> {
     }
 }
 
-/// Whether `number` is a whole multiple of `step` (> 0): exactly for integers, else within a
-/// relative tolerance, so that `0.3` is a multiple of `0.1` although `0.3 / 0.1` is
-/// `2.9999999999999996` in binary floating point.
-fn is_multiple(number: &serde_json::Number, step: f64) -> bool {
-    if let (Some(n), true) = (
-        number.as_i64(),
-        step.fract() == 0.0 && step <= i64::MAX as f64,
-    ) {
-        return n % (step as i64) == 0;
-    }
-    let Some(x) = number.as_f64() else {
-        return true;
-    };
-    let quotient = x / step;
-    if !quotient.is_finite() {
-        return false;
-    }
-    (quotient - quotient.round()).abs() <= 1e-9 * quotient.abs().max(1.0)
+/// An integer JSON number as an `i128` (every `i64` and `u64`); `None` for a fraction.
+fn integer(number: &Number) -> Option<i128> {
+    number
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| number.as_u64().map(i128::from))
 }
 
-/// A bound as the schema wrote it: `1`, not `1.0`.
-fn show(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{}", value as i64)
-    } else {
-        format!("{value}")
+/// JSON Schema's order of two numbers: exactly when both are integers (beyond 2^53 an `f64`
+/// would merge neighbours, as for `enum`), else by value as `f64`s.
+fn compare(a: &Number, b: &Number) -> Ordering {
+    match (integer(a), integer(b)) {
+        (Some(a), Some(b)) => a.cmp(&b),
+        _ => {
+            let (a, b) = (
+                a.as_f64().unwrap_or(f64::NAN),
+                b.as_f64().unwrap_or(f64::NAN),
+            );
+            a.partial_cmp(&b).unwrap_or(Ordering::Equal)
+        }
     }
+}
+
+/// Whether `number` is a whole multiple of `step` (above 0): exactly when both are integers;
+/// else by the remainder from the nearest multiple, which may be only what binary floating
+/// point loses (a few units in the last place of the value), so that `0.3` is a multiple of
+/// `0.1` (`0.3 / 0.1` is `2.9999999999999996`) while `12345678.905` is not one of `0.01`.
+fn is_multiple(number: &Number, step: &Number) -> bool {
+    if let (Some(n), Some(step)) = (integer(number), integer(step)) {
+        return step != 0 && n % step == 0;
+    }
+    let (Some(x), Some(step)) = (number.as_f64(), step.as_f64()) else {
+        return true;
+    };
+    let nearest = (x / step).round();
+    if !nearest.is_finite() {
+        // A value so far past the step that no multiple is representable near it.
+        return false;
+    }
+    (x - step * nearest).abs() <= 2.0 * f64::EPSILON * x.abs()
 }
 
 fn compile_child(
@@ -917,6 +929,65 @@ mod tests {
         assert_eq!(
             problems(both, json!(4)),
             ["input: must be at least 5, got 4"]
+        );
+    }
+
+    /// Found by an audit of the first version: a relative tolerance let every value pass
+    /// `multipleOf` once the quotient passed 5×10⁸, and bounds compared as `f64` merged
+    /// integers beyond 2^53.
+    #[test]
+    fn bounds_hold_for_large_values() {
+        for (schema, input) in [
+            (json!({"multipleOf": 0.01}), json!(12_345_678.905)),
+            (json!({"multipleOf": 0.01}), json!(5_000_000.001)),
+            (json!({"multipleOf": 1}), json!(1_000_000_000.5)),
+            (json!({"multipleOf": 0.5}), json!(300_000_000.3)),
+            (json!({"multipleOf": 1}), json!(1e15 + 0.5)),
+            (
+                json!({"multipleOf": 9_223_372_036_854_775_807_i64}),
+                json!(9_223_372_036_854_775_806_i64),
+            ),
+            (
+                json!({"maximum": 9_007_199_254_740_992_i64}),
+                json!(9_007_199_254_740_993_i64),
+            ),
+            (
+                json!({"minimum": -9_007_199_254_740_992_i64}),
+                json!(-9_007_199_254_740_993_i64),
+            ),
+            (
+                json!({"exclusiveMaximum": 18_446_744_073_709_551_615_u64}),
+                json!(18_446_744_073_709_551_615_u64),
+            ),
+        ] {
+            assert_eq!(
+                problems(schema.clone(), input.clone()).len(),
+                1,
+                "{schema} {input}"
+            );
+        }
+        for (schema, input) in [
+            (json!({"multipleOf": 0.01}), json!(12_345_678.9)),
+            (json!({"multipleOf": 0.1}), json!(123_456_789.1)),
+            (json!({"multipleOf": 0.5}), json!(300_000_000.5)),
+            (
+                json!({"multipleOf": 7}),
+                json!(9_223_372_036_854_775_800_i64),
+            ),
+            (json!({"multipleOf": 2}), json!(1e20)),
+            (
+                json!({"maximum": 9_007_199_254_740_993_i64}),
+                json!(9_007_199_254_740_993_i64),
+            ),
+        ] {
+            assert!(
+                problems(schema.clone(), input.clone()).is_empty(),
+                "{schema} {input}"
+            );
+        }
+        assert_eq!(
+            problems(json!({"multipleOf": 0.01}), json!(12_345_678.905)),
+            ["input: must be a multiple of 0.01, got 12345678.905"]
         );
     }
 
