@@ -1608,3 +1608,43 @@ fn responses_custom_input_half_not_completed_is_passed_on_as_a_replacement_chara
     assert_eq!(decoder.message()["output"][0]["input"], "a\u{fffd}b");
     assert_eq!(common::passed_on_deltas(&events, name), ["a", "\u{fffd}b"]);
 }
+
+/// An `output_index` that is present but unusable was reported as "missing `output_index`"
+/// (an audit's finding); the error now says what is wrong with it.
+#[test]
+fn responses_unusable_output_index_is_named_not_called_missing() {
+    let item = json!({"type": "message", "id": "m", "role": "assistant", "content": []});
+    for (index, detail) in [
+        (
+            json!(1_048_576),
+            "`output_index` 1048576 is out of range (at most 1048575)",
+        ),
+        (
+            json!(-1),
+            "`output_index` must be a non-negative integer, got -1",
+        ),
+        (
+            json!("0"),
+            "`output_index` must be a non-negative integer, got \"0\"",
+        ),
+        (
+            Value::Null,
+            "`output_index` must be a non-negative integer, got null",
+        ),
+    ] {
+        let added = json!({"output_index": index, "item": item});
+        let (_, _, error) = responses(&[created(), ("response.output_item.added", added)]);
+        let error = error.expect("refused").to_string();
+        assert!(error.ends_with(detail), "{error}");
+    }
+    let (_, _, error) = responses(&[
+        created(),
+        ("response.output_item.added", json!({"item": item})),
+    ]);
+    assert!(
+        error
+            .expect("refused")
+            .to_string()
+            .ends_with("missing `output_index`")
+    );
+}

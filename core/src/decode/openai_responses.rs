@@ -137,13 +137,34 @@ fn malformed(event_type: &str, detail: &str) -> DecodeError {
     .into()
 }
 
+/// Indexes at or past this are refused: an output list that long is a corrupt stream, and
+/// filling the holes up to it would allocate without bound.
+const INDEX_LIMIT: u64 = 1 << 20;
+
 fn index_field(event: &Object, key: &str, event_type: &str) -> Result<usize, DecodeError> {
-    event
+    let value = event
         .get(key)
-        .and_then(Value::as_u64)
-        .and_then(|i| usize::try_from(i).ok())
-        .filter(|&i| i < 1 << 20)
-        .ok_or_else(|| malformed(event_type, &format!("missing `{key}`")))
+        .ok_or_else(|| malformed(event_type, &format!("missing `{key}`")))?;
+    // Present but unusable: said as such, not as "missing" (an audit was told `missing
+    // `output_index`` of an event that had one, 1048576 or -1).
+    let index = value.as_u64().ok_or_else(|| {
+        malformed(
+            event_type,
+            &format!("`{key}` must be a non-negative integer, got {value}"),
+        )
+    })?;
+    usize::try_from(index)
+        .ok()
+        .filter(|&i| (i as u64) < INDEX_LIMIT)
+        .ok_or_else(|| {
+            malformed(
+                event_type,
+                &format!(
+                    "`{key}` {index} is out of range (at most {})",
+                    INDEX_LIMIT - 1
+                ),
+            )
+        })
 }
 
 impl OpenAiResponsesDecoder {
