@@ -2401,7 +2401,8 @@ void fl_text_estimator_free(fl_text_estimator *estimator);
  * and writes the estimate per part into `*estimate`.
  *
  * A lone surrogate escape in a string (`"\ud83d"`: JSON text of a string cut inside an emoji)
- * counts as U+FFFD, as in Python and Node; the tracker's JSON arguments read it the same way.
+ * counts as U+FFFD, as in Python and Node; the tracker's JSON arguments read it the same way,
+ * and so do the executor's and turns' tool uses, tool results and progress (as in Node).
  *
  * Returns `FL_STATUS_INVALID_UTF8`, or `FL_STATUS_INVALID_ARGUMENT` when the JSON does not parse,
  * is not an object, or the family is unknown. Thread-safe.

@@ -16,6 +16,9 @@ use ferroloop_core::exec::{
     ToolContext, ToolExecutor, ToolFuture, ToolOutput, ToolRegistry, ToolResult, ToolResultContent,
     ToolUse, TurnError,
 };
+// A lone surrogate escape in tool data reads as U+FFFD, as in Node and in the tracker's and
+// the estimates' JSON arguments (it was refused as "unexpected end of hex escape").
+use ferroloop_core::json_text::from_str_lossy;
 use serde_json::Value;
 
 use crate::boundary::{self, FfiError, FfiResult};
@@ -891,7 +894,7 @@ pub unsafe extern "C" fn fl_executor_run(
         };
         let results_json = Out::new(results_json, "results_json")?;
         let results_len = Out::new(results_len, "results_len")?;
-        let tool_uses: Vec<ToolUse> = serde_json::from_str(json).map_err(|error| {
+        let tool_uses: Vec<ToolUse> = from_str_lossy(json).map_err(|error| {
             FfiError::invalid(format!(
                 "tool_uses_json is not an array of tool_use blocks: {error}"
             ))

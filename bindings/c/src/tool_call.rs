@@ -18,6 +18,9 @@
 use std::ffi::c_char;
 
 use ferroloop_core::exec::{AnswerReceiver, AnswerSender, ProgressSender, ToolContext};
+// A lone surrogate escape in tool data reads as U+FFFD, as in Node and in the tracker's and
+// the estimates' JSON arguments (it was refused as "unexpected end of hex escape").
+use ferroloop_core::json_text::from_str_lossy;
 
 use crate::boundary::{self, FfiError};
 use crate::status::fl_status;
@@ -153,7 +156,7 @@ pub unsafe extern "C" fn fl_tool_complete_json(
         // SAFETY: the caller's promise on `content_json`.
         let content = unsafe { text::str_arg(content_json, content_len, "content_json") }
             .and_then(|json| {
-                serde_json::from_str::<serde_json::Value>(json)
+                from_str_lossy::<serde_json::Value>(json)
                     .map_err(|error| FfiError::invalid(format!("content_json: {error}")))
             })
             .and_then(|value| match value {
@@ -262,7 +265,7 @@ pub unsafe extern "C" fn fl_tool_call_progress(
                 text::str_arg(data_json, len, "data_json")?,
             )
         };
-        let data = serde_json::from_str::<serde_json::Value>(json)
+        let data = from_str_lossy::<serde_json::Value>(json)
             .map_err(|error| FfiError::invalid(format!("data_json is not valid JSON: {error}")))?;
         call.progress.send(data);
         Ok(())

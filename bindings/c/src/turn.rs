@@ -12,6 +12,9 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use ferroloop_core::exec::{CallStatus, ToolUse, Turn, TurnError, TurnEvent, TurnHandle};
+// A lone surrogate escape in tool data reads as U+FFFD, as in Node and in the tracker's and
+// the estimates' JSON arguments (it was refused as "unexpected end of hex escape").
+use ferroloop_core::json_text::from_str_lossy;
 use serde_json::json;
 
 use crate::boundary::{self, FfiError, FfiResult};
@@ -254,7 +257,7 @@ pub unsafe extern "C" fn fl_turn_submit(
                 text::str_arg(tool_use_json, len, "tool_use_json")?,
             )
         };
-        let tool_use: ToolUse = serde_json::from_str(json).map_err(|error| {
+        let tool_use: ToolUse = from_str_lossy(json).map_err(|error| {
             FfiError::invalid(format!("tool_use_json is not a tool_use block: {error}"))
         })?;
         turn.handle.submit(tool_use).map_err(|closed| {

@@ -339,6 +339,18 @@ static void check_nested_run_is_refused(fl_executor *executor) {
     CHECK(results != NULL && strstr(results, "\"content\":\"refused\",\"is_error\":false") != NULL);
 }
 
+/* A lone surrogate escape in a tool use's input (JSON text of a string cut inside an emoji)
+ * reads as U+FFFD, as in Node and in the tracker's arguments: it was refused as "unexpected
+ * end of hex escape". */
+static void check_lone_surrogate_input_reads_as_replacement(fl_executor *executor) {
+    const char *calls = "[{\"id\":\"s\",\"name\":\"echo\",\"input\":{\"s\":\"x\\ud83d\"}}]";
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_executor_run(executor, calls, strlen(calls), NULL, &results, &len));
+    CHECK(results != NULL && strstr(results, "x\xef\xbf\xbd") != NULL);
+    CHECK(strstr(results, "\"is_error\":false") != NULL);
+}
+
 static void check_arguments(fl_executor *executor) {
     const char *results = NULL;
     size_t len = 0;
@@ -504,6 +516,7 @@ int main(void) {
     check_timeout(executor);
     check_parallel_run_in_request_order(executor); /* the executor is reusable after a cancel */
     check_nested_run_is_refused(executor);
+    check_lone_surrogate_input_reads_as_replacement(executor);
     check_arguments(executor);
     fl_executor_free(executor);
     check_invalid_reply();
