@@ -1282,7 +1282,9 @@ fl_status fl_message_stream_error(const fl_message_stream *stream, fl_client_err
  * - always: `code` (the struct's `code`), `message` (what `fl_last_error_message` gives after
  *   `fl_message_stream_error`), `status` (the struct's `http_status`, `null` where it has 0;
  *   for `stream_truncated`, as there, the cause's) and `request_id` (the provider's request id
- *   of the failed response, `null` when it had no headers);
+ *   of the failed response, `null` when it had no headers, and for `aborted`: a cancelled
+ *   request did not fail on the provider's side, and `fl_message_stream_request_id` still gives
+ *   the id of headers that had arrived);
  * - a provider error (`invalid_request`, `authentication`, `permission`, `not_found`,
  *   `rate_limited`, `quota_exceeded`, `overloaded`, `prompt_too_long`, `server`):
  *   `error_type`, the provider's error type (`"overloaded_error"`, `"rate_limit_exceeded"`),
@@ -1352,14 +1354,16 @@ fl_status fl_message_stream_metrics(const fl_message_stream *stream, fl_request_
  * JSON object with the keys and meanings of Python's `stream.metrics` (`RequestMetrics`) and
  * Node's `metrics`, durations in milliseconds as in `fl_request_metrics`:
  *
- * - `request_id`: the provider's request id of the response used (a string), `null` when it
- *   sent none;
+ * - `request_id`: the provider's request id of the successful response used (a string), `null`
+ *   when it sent none or no attempt got one (an error status's id is the `request_id` of
+ *   `fl_message_stream_error_json`);
  * - `attempts`: attempts made (1 when nothing was retried);
  * - `retries`: every retry, in order, each the `retry` event `fl_message_stream_next_event`
  *   handed out for it (`{"type":"retry","attempt":2,"status":529,"wait":1.3,...}`, `wait` in
  *   milliseconds); `[]` when none (Node gives their count: it is this array's length);
- * - `http_version`: the HTTP version of the last attempt (`"HTTP/1.1"`, `"HTTP/2.0"`), `null`
- *   when no response came;
+ * - `http_version`: the HTTP version of the successful response (`"HTTP/1.1"`, `"HTTP/2.0"`),
+ *   `null` when none came (an error status's response counts as none here, as for
+ *   `time_to_headers_ms`);
  * - `time_to_headers_ms`, `time_to_first_event_ms`, `time_to_first_token_ms`, `total_ms`: from
  *   the start of the request, in milliseconds (Python's `time_to_headers`, ... are in seconds;
  *   Node's `timeToHeadersMs`, ... in milliseconds), `null` when not reached (where the struct
