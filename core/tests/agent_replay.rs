@@ -289,6 +289,52 @@ async fn an_openai_conversation_falls_back_after_repeated_529s_over_http() {
     assert_eq!(roles, ["user", "assistant", "tool", "tool"]);
 }
 
+/// An OpenAI Chat stream that broke off before reporting usage (Chat reports it only in its
+/// last chunk) was billed all the same: it has its `usage` event, with `usage: null`, and the
+/// budgets count it by its estimate, as a completed call without usage. It had neither, and a
+/// budget never saw the tokens of a cut call (an audit's finding).
+#[tokio::test]
+async fn an_openai_stream_cut_before_its_usage_has_a_null_usage_event_and_counts_as_estimated() {
+    let whole = chat_sse(
+        vec![json!({"type": "text", "text": "Hello there, this answer is cut."})],
+        "end_turn",
+    );
+    let cut = &whole[..whole.find("\"finish_reason\":\"stop\"").unwrap()];
+    let cut = &cut[..cut.rfind("data: ").unwrap()];
+    let server = serve(vec![
+        event_stream(cut.to_owned()),
+        event_stream(whole.clone()),
+    ])
+    .await;
+    let client = test_client(Provider::OpenAiChat, &server);
+    let mut config = AgentConfig::new("gpt-test");
+    // One token: the cut call, counted by its estimate, spends it, so the run stops before
+    // asking again.
+    config.limits.token_budget = Some(1);
+    let agent = Agent::new(config, Arc::new(client), reading_tools(Arc::default()));
+    let events = run_events(&agent, "hi").await;
+    let usages: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage { usage, .. } => Some(usage),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(usages, [&Value::Null], "{events:#?}");
+    let stop = events.last().unwrap();
+    assert!(
+        matches!(
+            stop,
+            AgentEvent::Stop {
+                reason: StopReason::Budget,
+                ..
+            }
+        ),
+        "{events:#?}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
 /// An Anthropic stream whose text and a safe call (`t_slow`, which waits for its cancellation)
 /// stream, then an `overloaded_error` event before its second call (`t_never`) is complete.
 fn partial_turn_overloaded() -> String {

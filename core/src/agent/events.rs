@@ -248,8 +248,11 @@ pub enum AgentEvent {
     /// the [`Stop`](AgentEvent::Stop) event's `input_tokens`, that of `output_tokens` its
     /// `output_tokens`. A call that completed without usage the loop can read (a Chat server
     /// that does not report it: `usage` is `null`) still has its event: the budgets count it by
-    /// its estimate, the totals do not (the sum is over reported usage only). A call that failed before the provider reported anything (an HTTP error, a
-    /// refused request) was not billed and has no event.
+    /// its estimate, the totals do not (the sum is over reported usage only); so does a stream
+    /// that broke off before reporting usage (OpenAI's report it only at their end), counted by
+    /// the estimate of its request and of what it streamed. A call that failed before the
+    /// provider reported anything (an HTTP error, a refused request) was not billed and has no
+    /// event.
     ///
     /// A turn's call's event comes before that call's `turn_end`; a summariser call's comes
     /// before the `context` event of the compaction it made (and there is none when the

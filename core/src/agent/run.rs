@@ -2093,6 +2093,12 @@ fn broke_off_transiently(error: &ModelError, delivered: bool) -> bool {
 /// (`{"usage": ...}`), if any: a truncated stream's partial message's, else what the stream's
 /// events reported (a `message_start` before an error event). One of the two, never both: the
 /// partial message is the accumulation of the same events.
+///
+/// A truncated stream that reported none (OpenAI's report usage only at their end) was billed
+/// all the same (it delivered events): its partial message's content without usage, so that
+/// the call has its `usage` event with `usage: null` and the budgets count it by its estimate,
+/// as a completed call without usage. It had neither, and a budget never saw the tokens of a
+/// cut call.
 fn reported_before_failing(error: &ModelError, streamed: &StreamedUsage) -> Option<Value> {
     if let ModelError::Truncated { partial, .. } = error
         && let Some(usage) = partial
@@ -2101,7 +2107,15 @@ fn reported_before_failing(error: &ModelError, streamed: &StreamedUsage) -> Opti
     {
         return Some(json!({ "usage": usage }));
     }
-    streamed.reported().map(|usage| json!({ "usage": usage }))
+    if let Some(usage) = streamed.reported() {
+        return Some(json!({ "usage": usage }));
+    }
+    match error {
+        ModelError::Truncated { partial, .. } => Some(json!({
+            "content": partial.get("content").cloned().unwrap_or(Value::Null),
+        })),
+        _ => None,
+    }
 }
 
 /// The fields of [`AgentConfig::extra`] the summary request leaves out: the tools (sent from
