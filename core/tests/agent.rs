@@ -4839,13 +4839,7 @@ async fn a_cancelled_call_s_reported_usage_counts_toward_the_run_s_tokens() {
         }
         events.push(event);
     }
-    let usages: Vec<&Value> = events
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::Usage { usage, .. } => Some(usage),
-            _ => None,
-        })
-        .collect();
+    let usages = common::usage_values(&events);
     common::assert_usage_events_add_up(&events);
     assert_eq!(usages.len(), 1, "{events:#?}");
     assert_eq!(usages[0]["input_tokens"], 150_000);

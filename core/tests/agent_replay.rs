@@ -313,13 +313,7 @@ async fn an_openai_stream_cut_before_its_usage_has_a_null_usage_event_and_counts
     config.limits.token_budget = Some(1);
     let agent = Agent::new(config, Arc::new(client), reading_tools(Arc::default()));
     let events = run_events(&agent, "hi").await;
-    let usages: Vec<&Value> = events
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::Usage { usage, .. } => Some(usage),
-            _ => None,
-        })
-        .collect();
+    let usages = common::usage_values(&events);
     assert_eq!(usages, [&Value::Null], "{events:#?}");
     let stop = events.last().unwrap();
     assert!(

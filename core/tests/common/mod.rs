@@ -67,6 +67,17 @@ pub fn usage_event_totals(events: &[ferroloop::agent::AgentEvent]) -> (u64, u64)
         })
 }
 
+/// The `usage` of each `usage` event, in order (`null` for a call reported without usage).
+pub fn usage_values(events: &[ferroloop::agent::AgentEvent]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ferroloop::agent::AgentEvent::Usage { usage, .. } => Some(usage),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Every billed call is accounted for by one `usage` event: their reported totals are the
 /// stop event's `input_tokens` and `output_tokens` (calls reported without usage count by
 /// estimate toward the budgets only, in neither). And every tool call the stop event counts
