@@ -285,7 +285,8 @@ export declare class Turn {
   /**
    * Submits tool uses, a flat JSON array `[id, name, flags, (input,) ...]` (flags: 1 = the
    * input follows, else it is an object the JS side keeps; 2 = the concurrency safety was
-   * decided, 4 = safe). They start as admission allows.
+   * decided, 4 = safe; 8 = refused: the reason follows instead of the input). They start as
+   * admission allows.
    */
   submitJson(submissionsJson: string): void
   /**
@@ -294,7 +295,7 @@ export declare class Turn {
    * name it does not know; flags as for `submitJson`), `ids` the `tool_use` ids one after the
    * other (each `idLength` UTF-16 code units long), and `extraJson` a JSON array of what
    * some calls need in order: the name of an unknown tool, then the input when flag 1 is set
-   * (empty text when nothing is needed).
+   * or the reason when flag 8 is (empty text when nothing is needed).
    */
   submit(items: Uint32Array, ids: string, extraJson: string): void
   /** No more tool uses: the turn ends when every submitted call is answered. */

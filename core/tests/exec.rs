@@ -1286,6 +1286,61 @@ async fn decided_submissions_use_the_callers_decision_instead_of_asking_the_tool
     assert_eq!(probe.max(), 2);
 }
 
+/// Calls a binding refused itself (an input it could not hand over) keep their place and get
+/// their one result at once, never run; an unknown tool among them keeps its usual result.
+#[tokio::test(start_paused = true)]
+async fn calls_refused_by_the_submitter_are_answered_in_place_and_never_run() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let mut turn = exec.turn();
+    let handle = turn.handle();
+    handle
+        .submit_vec_checked(
+            vec![
+                call("a", "script", true, 10, "ok"),
+                call("b", "script", true, 10, "ok"),
+                ToolUse::new("c", "nope", json!({})),
+                call("d", "script", true, 10, "ok"),
+            ],
+            vec![],
+            vec![
+                (1, "the input cannot be sent as JSON: a BigInt".into()),
+                (2, "ignored for an unknown tool".into()),
+            ],
+        )
+        .unwrap();
+    handle.seal();
+    let events = drain(&mut turn).await;
+    let results = turn.finish().await.unwrap();
+    assert_eq!(ids(&results), ["a", "b", "c", "d"]);
+    assert_eq!(
+        results.iter().map(text).collect::<Vec<_>>(),
+        [
+            "a ok",
+            "Invalid input for tool 'script': the input cannot be sent as JSON: a BigInt",
+            "Unknown tool 'nope'",
+            "d ok",
+        ]
+    );
+    assert_eq!(
+        results.iter().map(|r| r.is_error).collect::<Vec<_>>(),
+        [false, true, true, false]
+    );
+    assert!(
+        !probe.log().iter().any(|line| line.contains(" b")),
+        "{:?}",
+        probe.log()
+    );
+    assert!(events.iter().any(|e| matches!(
+        e,
+        TurnEvent::Finished {
+            index: 1,
+            status: CallStatus::Rejected,
+            ..
+        }
+    )));
+}
+
 /// A tool that cancels the run and returns at once (a "stop" tool, or a C tool that cancels its
 /// run's token from its callback): the exclusive call queued after it must not start. The turn
 /// used to look at its token only when a step began, so the next call was admitted in the same

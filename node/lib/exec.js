@@ -32,6 +32,8 @@ function optionalBoolean(value, what) {
 const SUBMIT_HAS_INPUT = 1
 const SUBMIT_DECIDED = 2
 const SUBMIT_SAFE = 4
+/** Submission flag: the input could not be handed over; its reason follows instead (the core answers the call). */
+const SUBMIT_REFUSED = 8
 /**
  * Settlement flag (node/src/exec.rs): a plain text kept here and not sent (a finishing turn
  * holds a placeholder, and asks for the text only if its result budget needs it).
@@ -146,11 +148,6 @@ class TurnCalls {
   controllers = new Map()
   /** index → abort reason, for the calls aborted before their `ctx.signal` was read. */
   reasons = new Map()
-  /**
-   * index → the message of a call refused at submission, its input JSON cannot carry (it was
-   * submitted under a name no tool has: see `Turn.#encode`).
-   */
-  refused = new Map()
   /** Why every running call is aborted: its turn was collected unfinished (see `abandon`). */
   #abandoned = undefined
   /**
@@ -491,7 +488,6 @@ class Turn {
         if (event.type === 'result') event.result.tool_use_id = submitted
         else if (event.toolUseId !== undefined) event.toolUseId = submitted
       }
-      if (this.#calls.refused.size !== 0) this.#nameRefused(event)
       this.#events.push(event)
       if (event.type === 'result') this.#results.push(event.result)
     }
@@ -506,8 +502,7 @@ class Turn {
       for (let i = 0, k = 0; i < flags.length; i++) {
         // A kept text as the native side read it (a lone surrogate is U+FFFD there, as in the
         // contents it sends and in a streaming turn's results).
-        let content = (flags[i] & 2) !== 0 ? wellFormed(texts[i]) : changed[k++]
-        if (this.#calls.refused.size !== 0) content = this.#calls.refused.get(i) ?? content
+        const content = (flags[i] & 2) !== 0 ? wellFormed(texts[i]) : changed[k++]
         results[i] = { type: 'tool_result', tool_use_id: uses[i].id, content, is_error: (flags[i] & 1) !== 0 }
       }
       this.#results = results
@@ -519,7 +514,6 @@ class Turn {
       // The tool uses and kept texts are no longer needed (the results hold what they need).
       this.#calls.uses = []
       this.#calls.scopes = []
-      this.#calls.refused = new Map()
       this.#texts = []
       this.#release()
     }
@@ -528,17 +522,6 @@ class Turn {
       this.#waiters = []
       for (const resolve of waiters) resolve()
     }
-  }
-
-  /**
-   * The event of a call refused at submission (see `#encode`) as its own: its tool's name, not
-   * the empty one it was submitted under, and its result's message.
-   */
-  #nameRefused(event) {
-    const message = this.#calls.refused.get(event.index)
-    if (message === undefined) return
-    if (event.type === 'result') event.result.content = message
-    else if (event.tool !== undefined) event.tool = this.#calls.uses[event.index].name
   }
 
   // While someone awaits the turn, a ref'd timer keeps the event loop alive (the turn may be
@@ -576,16 +559,15 @@ class Turn {
       }
     }
     const safeties = []
-    const messages = []
     let encoded
     try {
       encoded = this.#encode(toolUses, null, safeties)
     } catch (err) {
       if (!(err instanceof UnsendableInput)) throw err
       // Rare: some input JSON cannot carry (a BigInt, a cycle, a throwing toJSON or getter).
-      // Each such call is refused on its own, as an invalid input is, and the others still
-      // run: every tool_use gets its one tool_result, and a submit (or run) does not fail as a
-      // whole for one call's input.
+      // Each such call is refused on its own (the core answers it in place, as an invalid
+      // input), and the others still run: every tool_use gets its one tool_result, and a
+      // submit (or run) does not fail as a whole for one call's input.
       const refused = new Map()
       for (let k = 0; k < toolUses.length; k++) {
         const reason = unsendableReason(inputOf(toolUses[k]))
@@ -598,16 +580,8 @@ class Turn {
         // at times): no call is submitted.
         throw new InvalidArgumentError('a tool use input cannot be sent as JSON: its JSON form changed from one try to the next (a toJSON or getter that throws at times)')
       }
-      for (const [k, reason] of refused) {
-        // An unknown tool keeps its usual result (the core answers it, its input unread).
-        if (this.#tool(toolUses[k].name) === undefined) continue
-        messages.push(k, `Invalid input for tool '${toolUses[k].name}': the input cannot be sent as JSON: ${reason}`)
-      }
     }
-    const first = this.#calls.uses.length
     callNative(() => this.#native.submit(encoded.items, encoded.ids, encoded.extra))
-    // Once submitted (a sealed turn refuses the batch, and its indexes stay free).
-    for (let m = 0; m < messages.length; m += 2) this.#calls.refused.set(first + messages[m], messages[m + 1])
     const calls = this.#calls
     // The calls start in the async context of this submit (captured once for the batch).
     const scope = new CallerScope()
@@ -628,10 +602,9 @@ class Turn {
    * The native submission of `toolUses`: `tool, flags, idLength` per call, the ids one after
    * the other, and (as JSON) only what the native side cannot know: unknown tools' names and
    * the inputs it must validate. Throws an UnsendableInput when an input JSON cannot carry,
-   * unless `refused` (position → reason) names it: such a call is submitted as one to a tool
-   * no executor has (the empty name, which the registry refuses), which the core answers at
-   * once with an is_error result before reading its input; `#pump` gives that result its
-   * message and the event its tool's name. `safeties`: the per-input concurrency decisions, by
+   * unless `refused` (position → reason) names it: such a call is submitted refused, with its
+   * reason instead of its input, and the core answers it in place ("Invalid input for tool
+   * ...", or its unknown-tool result), never run. `safeties`: the per-input concurrency decisions, by
    * position, made on the first encoding and reused (a predicate decides a call once).
    */
   #encode(toolUses, refused, safeties) {
@@ -644,11 +617,11 @@ class Turn {
       const tool = this.#tool(use.name)
       let flags = 0
       if (refused?.has(k)) {
-        // The input is not sent (it cannot be): an unknown tool under its own name, a known
-        // one under the empty name.
-        extra.push(tool === undefined ? use.name : '', {})
-        items[3 * k] = UNKNOWN_TOOL
-        items[3 * k + 1] = SUBMIT_HAS_INPUT
+        // The input is not sent (it cannot be): its reason is.
+        if (tool === undefined) extra.push(use.name)
+        extra.push(`the input cannot be sent as JSON: ${refused.get(k)}`)
+        items[3 * k] = tool === undefined ? UNKNOWN_TOOL : tool.index
+        items[3 * k + 1] = SUBMIT_REFUSED
         items[3 * k + 2] = use.id.length
         ids[k] = use.id
         continue

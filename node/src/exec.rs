@@ -560,6 +560,9 @@ const SUBMIT_HAS_INPUT: u32 = 1;
 const SUBMIT_DECIDED: u32 = 2;
 /// ...and decided it is safe.
 const SUBMIT_SAFE: u32 = 4;
+/// Submission flags: JavaScript could not hand the input over (JSON cannot carry it): the
+/// reason follows instead, and the core answers the call at once, never run.
+const SUBMIT_REFUSED: u32 = 8;
 
 /// A submission batch, parsed from the flat JSON array `[id, name, flags, (input,) id, name,
 /// flags, ...]`: the tool uses, and the concurrency decisions JavaScript took, as `(position in
@@ -567,6 +570,8 @@ const SUBMIT_SAFE: u32 = 4;
 struct SubmissionBatch {
     tool_uses: Vec<ToolUse>,
     decisions: Vec<(usize, bool)>,
+    /// The calls JavaScript refused, as `(position in the batch, reason)`.
+    refusals: Vec<(usize, String)>,
 }
 
 /// The fewest bytes one submission takes (`"","",0,`): the text's length over it bounds the
@@ -604,6 +609,7 @@ impl<'de> serde::de::Visitor<'de> for SubmissionVisitor {
         use serde::de::Error;
         let mut tool_uses = Vec::with_capacity(self.capacity);
         let mut decisions = Vec::new();
+        let mut refusals = Vec::new();
         while let Some(id) = seq.next_element::<String>()? {
             let name = seq
                 .next_element::<String>()?
@@ -611,7 +617,13 @@ impl<'de> serde::de::Visitor<'de> for SubmissionVisitor {
             let flags = seq
                 .next_element::<u32>()?
                 .ok_or_else(|| A::Error::custom("a submission without flags"))?;
-            let input = if flags & SUBMIT_HAS_INPUT != 0 {
+            let input = if flags & SUBMIT_REFUSED != 0 {
+                let reason = seq
+                    .next_element::<String>()?
+                    .ok_or_else(|| A::Error::custom("a refused submission without its reason"))?;
+                refusals.push((tool_uses.len(), reason));
+                Value::Object(serde_json::Map::new())
+            } else if flags & SUBMIT_HAS_INPUT != 0 {
                 seq.next_element::<Value>()?
                     .ok_or_else(|| A::Error::custom("a submission without its input"))?
             } else {
@@ -625,6 +637,7 @@ impl<'de> serde::de::Visitor<'de> for SubmissionVisitor {
         Ok(SubmissionBatch {
             tool_uses,
             decisions,
+            refusals,
         })
     }
 }
@@ -633,7 +646,8 @@ impl<'de> serde::de::Visitor<'de> for SubmissionVisitor {
 impl NativeTurn {
     /// Submits tool uses, a flat JSON array `[id, name, flags, (input,) ...]` (flags: 1 = the
     /// input follows, else it is an object the JS side keeps; 2 = the concurrency safety was
-    /// decided, 4 = safe). They start as admission allows.
+    /// decided, 4 = safe; 8 = refused: the reason follows instead of the input). They start as
+    /// admission allows.
     #[napi(js_name = "submitJson")]
     pub fn submit_json(&mut self, submissions_json: String) -> napi::Result<()> {
         guard::sync(|| {
@@ -649,7 +663,7 @@ impl NativeTurn {
     /// name it does not know; flags as for `submitJson`), `ids` the `tool_use` ids one after the
     /// other (each `idLength` UTF-16 code units long), and `extraJson` a JSON array of what
     /// some calls need in order: the name of an unknown tool, then the input when flag 1 is set
-    /// (empty text when nothing is needed).
+    /// or the reason when flag 8 is (empty text when nothing is needed).
     #[napi]
     pub fn submit(
         &mut self,
@@ -676,6 +690,7 @@ impl NativeTurn {
             let mut ids = Parts::read(ids, units)?;
             let mut tool_uses = Vec::with_capacity(items.len() / 3);
             let mut decisions = Vec::new();
+            let mut refusals = Vec::new();
             for item in items.chunks_exact(3) {
                 let (tool, flags, len) = (item[0] as usize, item[1], item[2] as usize);
                 let id = ids
@@ -688,7 +703,13 @@ impl NativeTurn {
                         _ => return Err(invalid("an unknown tool's name is missing").into()),
                     },
                 };
-                let input = if flags & SUBMIT_HAS_INPUT != 0 {
+                let input = if flags & SUBMIT_REFUSED != 0 {
+                    let Some(Value::String(reason)) = extra.next() else {
+                        return Err(invalid("a refused submission without its reason").into());
+                    };
+                    refusals.push((tool_uses.len(), reason));
+                    Value::Object(serde_json::Map::new())
+                } else if flags & SUBMIT_HAS_INPUT != 0 {
                     extra
                         .next()
                         .ok_or_else(|| invalid("a submission without its input"))?
@@ -703,6 +724,7 @@ impl NativeTurn {
             Ok(self.submit_batch(SubmissionBatch {
                 tool_uses,
                 decisions,
+                refusals,
             })?)
         })
     }
@@ -941,9 +963,10 @@ impl NativeTurn {
         let SubmissionBatch {
             tool_uses,
             decisions,
+            refusals,
         } = batch;
         self.handle
-            .submit_vec_decided(tool_uses, decisions)
+            .submit_vec_checked(tool_uses, decisions, refusals)
             .map_err(|closed| {
                 FerroloopError::invalid_state(format!(
                     "the turn is sealed: tool use {} was not submitted",

@@ -243,6 +243,9 @@ pub(crate) struct Inbox {
     /// Concurrency decisions the submitter already took, in ascending order of their call's
     /// position in `submissions` (calls without one are asked at admission).
     pub(crate) decided: Vec<(usize, bool)>,
+    /// Calls the submitter refused itself (an input it could not hand over), with why, in
+    /// ascending order of their position in `submissions`: answered at once, never run.
+    pub(crate) refused: Vec<(usize, String)>,
     /// Progress updates not yet turned into events: (call index, data).
     pub(crate) progress: Vec<(usize, Value)>,
     /// No more submissions will come.

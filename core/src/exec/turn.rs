@@ -166,6 +166,21 @@ impl TurnHandle {
         tool_uses: Vec<ToolUse>,
         decided: Vec<(usize, bool)>,
     ) -> Result<(), TurnClosed> {
+        self.submit_vec_checked(tool_uses, decided, Vec::new())
+    }
+
+    /// [`submit_vec_decided`](Self::submit_vec_decided) with the calls the submitter refused
+    /// itself, as `(position in tool_uses, reason)` in ascending order: a host binding that
+    /// could not hand a call's input over (a JavaScript value JSON cannot carry). Each such
+    /// call keeps its place and gets its one result at once, never run: `Invalid input for tool
+    /// '<name>': <reason>` with status `rejected`, or, for a tool the registry does not know,
+    /// the usual unknown-tool result.
+    pub fn submit_vec_checked(
+        &self,
+        tool_uses: Vec<ToolUse>,
+        decided: Vec<(usize, bool)>,
+        refused: Vec<(usize, String)>,
+    ) -> Result<(), TurnClosed> {
         {
             let mut inbox = self.shared.lock();
             if inbox.sealed {
@@ -178,6 +193,9 @@ impl TurnHandle {
             inbox
                 .decided
                 .extend(decided.into_iter().map(|(at, safe)| (base + at, safe)));
+            inbox
+                .refused
+                .extend(refused.into_iter().map(|(at, reason)| (base + at, reason)));
             if inbox.submissions.is_empty() {
                 inbox.submissions = tool_uses;
             } else {
@@ -609,7 +627,7 @@ impl Turn {
         self.slots.reserve(tool_uses.len());
         self.admission.reserve(tool_uses.len());
         for tool_use in tool_uses {
-            self.accept(tool_use, None);
+            self.accept(tool_use, None, None);
         }
         self.sealed = true;
         self.shared.lock().sealed = true;
@@ -761,11 +779,12 @@ impl Turn {
 
     /// Takes what handles and tools left in the shared inbox.
     fn drain_inbox(&mut self) {
-        let (submissions, decided, progress, sealed) = {
+        let (submissions, decided, refused, progress, sealed) = {
             let mut inbox = self.shared.lock();
             (
                 std::mem::take(&mut inbox.submissions),
                 std::mem::take(&mut inbox.decided),
+                std::mem::take(&mut inbox.refused),
                 std::mem::take(&mut inbox.progress),
                 inbox.sealed,
             )
@@ -777,11 +796,15 @@ impl Turn {
             external.reserve(self.slots.len() + submissions.len());
         }
         let mut decided = decided.into_iter().peekable();
+        let mut refused = refused.into_iter().peekable();
         for (position, tool_use) in submissions.into_iter().enumerate() {
             let safe = decided
                 .next_if(|&(at, _)| at == position)
                 .map(|(_, safe)| safe);
-            self.accept(tool_use, safe);
+            let refusal = refused
+                .next_if(|(at, _)| *at == position)
+                .map(|(_, reason)| reason);
+            self.accept(tool_use, safe, refusal);
         }
         // Read under the same lock as the submissions: nothing submitted before the seal is missed.
         self.sealed |= sealed;
@@ -805,8 +828,9 @@ impl Turn {
     }
 
     /// Registers a call: answered at once if it cannot run, queued for admission otherwise.
-    /// `decided`: its concurrency safety, when the submitter decided it.
-    fn accept(&mut self, tool_use: ToolUse, decided: Option<bool>) {
+    /// `decided`: its concurrency safety, when the submitter decided it; `refusal`: why the
+    /// submitter refused it (see [`TurnHandle::submit_vec_checked`]).
+    fn accept(&mut self, tool_use: ToolUse, decided: Option<bool>, refusal: Option<String>) {
         let ToolUse { id, name, input } = tool_use;
         let index = self.slots.len();
         self.slots.push(Slot::Pending(id));
@@ -818,6 +842,10 @@ impl Turn {
         };
         if cached.is_none() {
             self.last_tool = Some(tool.clone());
+        }
+        if let Some(reason) = refusal {
+            let message = format!("Invalid input for tool '{}': {reason}", tool.name());
+            return self.answer_unstarted(index, tool.name(), CallStatus::Rejected, message);
         }
         if let Err(violations) = tool.schema.validate(&input) {
             let message = invalid_input_message(tool.name(), &violations);
