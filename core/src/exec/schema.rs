@@ -293,25 +293,18 @@ fn compile_bounds(object: &Map<String, Value>, path: &str) -> Result<Option<Boun
         }
     };
     let count = |keyword: &str| -> Result<Option<u64>, SchemaError> {
-        match object.get(keyword) {
-            None => Ok(None),
-            Some(Value::Number(n)) => n
-                .as_u64()
-                .or_else(|| {
-                    // `2.0` is an integer in JSON Schema.
-                    n.as_f64()
-                        .filter(|f| *f >= 0.0 && f.fract() == 0.0)
-                        .map(|f| f as u64)
-                })
-                .map(Some)
-                .ok_or_else(|| {
-                    schema_error(path, &format!("`{keyword}` must be a non-negative integer"))
-                }),
-            Some(_) => Err(schema_error(
-                path,
-                &format!("`{keyword}` must be a non-negative integer"),
-            )),
-        }
+        let Some(value) = object.get(keyword) else {
+            return Ok(None);
+        };
+        // `2.0` is an integer in JSON Schema.
+        let whole = || value.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0);
+        value
+            .as_u64()
+            .or_else(|| whole().map(|f| f as u64))
+            .map(Some)
+            .ok_or_else(|| {
+                schema_error(path, &format!("`{keyword}` must be a non-negative integer"))
+            })
     };
     // `exclusiveMinimum` is a number (draft-06 on) or, in draft-04, a boolean that makes
     // `minimum` exclusive.
@@ -607,14 +600,7 @@ fn is_member(allowed: &[Value], value: &Value) -> bool {
 /// compare member by member.
 fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            if x.is_f64() || y.is_f64() {
-                x.as_f64() == y.as_f64()
-            } else {
-                // Two integers: exactly (beyond 2^53 an f64 would merge neighbours).
-                x == y
-            }
-        }
+        (Value::Number(x), Value::Number(y)) => compare(x, y).is_eq(),
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_equal(x, y))
         }
