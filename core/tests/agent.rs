@@ -4858,6 +4858,97 @@ async fn a_cancelled_call_s_reported_usage_counts_toward_the_run_s_tokens() {
     }
 }
 
+/// A model whose stream, as an OpenAI translation's, reports no usage before its end: its
+/// start, text, then nothing more.
+struct StreamsWithoutUsageThenHangs;
+
+impl Model for StreamsWithoutUsageThenHangs {
+    fn stream(&self, _request: Value) -> ModelStream {
+        let start = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::MessageStart {
+            message: json!({
+                "id": "chatcmpl-1", "type": "message", "role": "assistant", "content": [],
+            }),
+        });
+        let text = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::TextDelta {
+            index: 0,
+            text: "Thinking aloud".into(),
+        });
+        Box::pin(futures::stream::iter([start, text]).chain(futures::stream::pending()))
+    }
+}
+
+/// A run cancelled while a stream that reports usage only at its end (OpenAI's) was delivering
+/// was billed all the same: the call has its `usage` event, with `usage: null` and the
+/// request's estimate, as a stream that broke off before its usage has. It had none, so a host
+/// summing the events missed the call.
+#[tokio::test]
+async fn a_call_cancelled_before_it_reported_usage_has_a_null_usage_event() {
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(StreamsWithoutUsageThenHangs),
+        executor(Default::default()),
+    );
+    let mut run = agent.run("go");
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(10), run.next())
+        .await
+        .expect("the run hung")
+    {
+        if matches!(event, AgentEvent::TextDelta { .. }) {
+            run.cancel();
+        }
+        events.push(event);
+    }
+    let usages: Vec<(&Value, u64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage {
+                usage,
+                estimated_input_tokens,
+                ..
+            } => Some((usage, *estimated_input_tokens)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(usages.len(), 1, "{events:#?}");
+    assert_eq!(usages[0].0, &Value::Null, "{events:#?}");
+    assert!(usages[0].1 > 0, "{events:#?}");
+    common::assert_usage_events_add_up(&events);
+    let (reason, _, _) = stop(&events);
+    assert_eq!(reason, StopReason::Aborted, "{events:#?}");
+}
+
+/// A run cancelled before its call delivered anything has no `usage` event: nothing is known
+/// of that call.
+#[tokio::test]
+async fn a_call_cancelled_before_its_first_event_has_no_usage_event() {
+    struct Hangs;
+    impl Model for Hangs {
+        fn stream(&self, _request: Value) -> ModelStream {
+            Box::pin(futures::stream::pending())
+        }
+    }
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(Hangs),
+        executor(Default::default()),
+    );
+    let mut run = agent.run("go");
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(10), run.next())
+        .await
+        .expect("the run hung")
+    {
+        if matches!(event, AgentEvent::TurnStart { .. }) {
+            run.cancel();
+        }
+        events.push(event);
+    }
+    assert!(common::usage_values(&events).is_empty(), "{events:#?}");
+    let (reason, _, _) = stop(&events);
+    assert_eq!(reason, StopReason::Aborted, "{events:#?}");
+}
+
 /// The input and output tokens of a run's `usage` events, in order.
 fn usage_tokens(events: &[AgentEvent]) -> Vec<(u64, u64)> {
     events

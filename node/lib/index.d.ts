@@ -1141,8 +1141,8 @@ export type AgentEvent =
   /**
    * One per billed model call. `call` says which: `'turn'` (a turn's call, before its
    * `turn_end`; also one that broke off, failed or was aborted after the provider reported
-   * usage, and one that broke off before reporting any, as OpenAI's streams report it only at
-   * their end: its `usage` is `null`) or `'compaction'` (a call of the built-in summariser, before the compaction's
+   * usage, and one that broke off or was aborted after it delivered something but before it
+   * reported usage, as OpenAI's streams report it only at their end: its `usage` is `null`) or `'compaction'` (a call of the built-in summariser, before the compaction's
    * `context` event; `turn` is the turn it is made for, the next `turn_start`'s). The events'
    * reported usage adds up to the stop event's `inputTokens` (input + cache creation + cache
    * read) and `outputTokens`; `usage` is `null` for a call reported without usage (a Chat server

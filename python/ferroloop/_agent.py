@@ -39,8 +39,9 @@ class AgentRun(BatchedEvents[AgentEvent]):
     - ``usage`` (``turn``, ``call``, ``usage``, ``estimated_input_tokens``,
       ``time_to_first_token``): one per billed model call, ``call`` saying which —
       ``"turn"`` (a turn's call, before its ``turn_end``; also one that broke off, failed or
-      was cancelled after the provider reported usage, and one that broke off before reporting
-      any, as OpenAI's streams report it only at their end: its ``usage`` is ``None``) or
+      was cancelled after the provider reported usage, and one that broke off or was cancelled
+      after it delivered something but before reporting any usage, as OpenAI's streams report
+      it only at their end: its ``usage`` is ``None``) or
       ``"compaction"`` (a call of the
       built-in summariser, before the compaction's ``context`` event; ``turn`` is the turn it
       is made for, the next ``turn_start``'s). The reported usage of the events adds up to the

@@ -250,7 +250,8 @@ pub enum AgentEvent {
     /// that does not report it: `usage` is `null`) still has its event: the budgets count it by
     /// its estimate, the totals do not (the sum is over reported usage only); so does a stream
     /// that broke off before reporting usage (OpenAI's report it only at their end), counted by
-    /// the estimate of its request and of what it streamed. A call that failed before the
+    /// the estimate of its request and of what it streamed, and one cancelled after it delivered
+    /// an event but before reporting usage, counted by the estimate of its request. A call that failed before the
     /// provider reported anything (an HTTP error, a refused request) was not billed and has no
     /// event.
     ///

@@ -367,10 +367,16 @@ fn stops_without_tool_use(event: &DecodeEvent) -> bool {
 /// The usage a response's stream reported so far: its `message_start`'s, with the fields of
 /// each later `message_delta`'s usage that are not null (cumulative values, assigned).
 #[derive(Debug, Default)]
-struct StreamedUsage(serde_json::Map<String, Value>);
+struct StreamedUsage {
+    /// The usage fields reported so far, later values over earlier ones.
+    fields: serde_json::Map<String, Value>,
+    /// Whether the stream delivered any event: a call that did was billed, reported or not.
+    delivered: bool,
+}
 
 impl StreamedUsage {
     fn observe(&mut self, event: &DecodeEvent) {
+        self.delivered = true;
         let usage = match event {
             DecodeEvent::MessageStart { message } => message.get("usage"),
             DecodeEvent::MessageDelta { usage, .. } => Some(usage),
@@ -379,7 +385,7 @@ impl StreamedUsage {
         if let Some(Value::Object(fields)) = usage {
             for (key, value) in fields {
                 if !value.is_null() {
-                    self.0.insert(key.clone(), value.clone());
+                    self.fields.insert(key.clone(), value.clone());
                 }
             }
         }
@@ -387,8 +393,21 @@ impl StreamedUsage {
 
     /// The usage reported, if any the loop can read.
     fn reported(&self) -> Option<Value> {
-        let usage = Value::Object(self.0.clone());
+        let usage = Value::Object(self.fields.clone());
         Usage::from_json(&usage).map(|_| usage)
+    }
+
+    /// What a call cancelled mid-stream was billed for, as the message
+    /// [`record_usage`](Driver::record_usage) reads (`{"usage": ...}`): the usage it
+    /// reported; else, when it delivered anything (OpenAI's streams report usage only at their
+    /// end), no usage, so that it has its `usage` event with `usage: null` and counts by the
+    /// estimate of its request, as a stream that broke off before its usage. `None` for a call
+    /// cancelled before its first event, of which nothing is known.
+    fn billed_when_cancelled(&self) -> Option<Value> {
+        match self.reported() {
+            Some(usage) => Some(json!({ "usage": usage })),
+            None => self.delivered.then(|| json!({})),
+        }
     }
 }
 
@@ -828,8 +847,7 @@ impl Driver {
                     self.settle(turn, &submitted, &mut results, true).await;
                     // What the provider reported before the cancel was billed: the totals
                     // count it and a `usage` event reports it, as for a broken stream.
-                    if let Some(usage) = streamed_usage.reported() {
-                        let partial = json!({ "usage": usage });
+                    if let Some(partial) = streamed_usage.billed_when_cancelled() {
                         self.record_usage(turn_number, &request, &partial, estimated, ttft, false);
                     }
                     self.emit_turn_end(turn_number, None);
@@ -1934,8 +1952,8 @@ impl Driver {
                 };
                 let Some(event) = event else {
                     // Cancelled: what the provider reported before counts, as for a turn.
-                    if let Some(usage) = streamed_usage.reported() {
-                        self.record_compaction_usage(&json!({ "usage": usage }), estimated, ttft);
+                    if let Some(partial) = streamed_usage.billed_when_cancelled() {
+                        self.record_compaction_usage(&partial, estimated, ttft);
                     }
                     return Summary::Cancelled;
                 };
