@@ -454,7 +454,7 @@ def test_floats_count_as_json_stringify_writes_them() -> None:
 
 def test_budget_settings_given_apply_as_given_and_only_defaults_scale() -> None:
     # The default blocking buffer passed explicitly on a small window was a ValueError: the
-    # auto-compact buffer had been scaled to 1,292 first.
+    # auto-compact buffer had been scaled to 1,293 first.
     given = ferroloop.ContextBudget(8192, 8192, blocking_buffer=3000)
     assert given.state(0) == "ok"
     assert given.warning_threshold < given.autocompact_threshold <= given.blocking_threshold

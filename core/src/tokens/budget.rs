@@ -351,10 +351,17 @@ impl ContextBudget {
         if spent > half {
             // `spent` is at most 53,000 and `half` is below it: no overflow, no division by 0.
             let scale = |v: u64| v * half / spent;
-            budget.output_reserve_cap = scale(reserve);
-            budget.autocompact_buffer = scale(budget.autocompact_buffer);
-            budget.warning_buffer = scale(budget.warning_buffer);
-            budget.blocking_buffer = scale(budget.blocking_buffer);
+            // Each threshold is the window less a sum of these, so the sums are what is scaled
+            // and rounded, once each; the buffers are their differences. Rounded one by one,
+            // two roundings could take two tokens from a sum where the window lost one, and a
+            // window one token smaller would then compact one token later.
+            let reserve_scaled = scale(reserve);
+            let to_autocompact = scale(reserve + budget.autocompact_buffer);
+            let to_blocking = scale(reserve + budget.blocking_buffer);
+            budget.output_reserve_cap = reserve_scaled;
+            budget.autocompact_buffer = to_autocompact - reserve_scaled;
+            budget.warning_buffer = half - to_autocompact;
+            budget.blocking_buffer = to_blocking - reserve_scaled;
         }
         budget
     }
@@ -375,7 +382,7 @@ impl ContextBudget {
     /// then never crosses a value given (the auto-compact default rises to a blocking buffer
     /// given, the blocking default falls to an auto-compact buffer given). Passing a default's
     /// value explicitly (`blocking_buffer = 3,000` on an 8,192-token window) is therefore
-    /// accepted, where the scaled auto-compact buffer (1,292) made it an error.
+    /// accepted, where the scaled auto-compact buffer (1,293) made it an error.
     pub fn with_overrides(
         window: u64,
         max_output_tokens: u64,
@@ -606,7 +613,7 @@ mod tests {
 
     /// Settings given apply as given and only the defaults scale: passing a default's value
     /// explicitly on a small window (`blocking_buffer = 3,000` on 8,192 tokens) was an error,
-    /// because the auto-compact buffer had been scaled to 1,292 first.
+    /// because the auto-compact buffer had been scaled to 1,293 first.
     #[test]
     fn explicit_settings_apply_as_given_and_defaults_scale() {
         let given = |o: BudgetOverrides| ContextBudget::with_overrides(8_192, 8_192, &o);
@@ -811,6 +818,50 @@ mod tests {
         assert_eq!(b.blocking_threshold(), 83_000);
         let b = ContextBudget::for_model("gpt-4o", &table);
         assert_eq!(b.autocompact_threshold(), 128_000 - 16_384 - 13_000);
+    }
+
+    /// A window one token larger never compacts, warns or blocks earlier, nor a smaller maximum
+    /// output: the thresholds grow with the window and shrink with the reserve, across the
+    /// boundary where the defaults start to scale (a window of 105,999 tokens compacted at
+    /// 73,001, one of 106,000 at 73,000, when each buffer was rounded on its own).
+    #[test]
+    fn thresholds_never_fall_as_the_window_grows() {
+        let thresholds = |b: &ContextBudget| {
+            [
+                b.warning_threshold(),
+                b.autocompact_threshold(),
+                b.blocking_threshold(),
+                b.effective_window(),
+            ]
+        };
+        for max_output in [0, 1, 4_096, 8_192, 19_999, 20_000, 32_000, 128_000] {
+            let mut previous = thresholds(&ContextBudget::new(0, max_output));
+            for window in 1..=120_000 {
+                let b = ContextBudget::new(window, max_output);
+                let current = thresholds(&b);
+                assert!(
+                    current.iter().zip(&previous).all(|(c, p)| c >= p),
+                    "window {window}, max output {max_output}: {current:?} after {previous:?}"
+                );
+                assert_eq!(b.validate(), Ok(()), "window {window}");
+                previous = current;
+            }
+        }
+        for window in [8_192, 50_000, 105_999, 106_000, 200_000] {
+            let mut previous = thresholds(&ContextBudget::new(window, 0));
+            for max_output in 1..=60_000 {
+                let current = thresholds(&ContextBudget::new(window, max_output));
+                assert!(
+                    current.iter().zip(&previous).all(|(c, p)| c <= p),
+                    "window {window}, max output {max_output}: {current:?} after {previous:?}"
+                );
+                previous = current;
+            }
+        }
+        assert_eq!(
+            ContextBudget::new(105_999, 32_000).autocompact_threshold(),
+            73_000
+        );
     }
 
     /// `known` finds what `lookup` finds, and nothing where `lookup` guesses.
