@@ -39,11 +39,7 @@ class BatchOffsets {
  * (an ArrayBuffer) or read as an empty chunk (a view), a chunk lost without a word.
  */
 function byteView(chunk, what) {
-  if (chunk instanceof Uint8Array) {
-    // A view of a detached buffer has length 0: only then is the buffer looked at.
-    if (chunk.byteLength === 0 && isDetached(chunk.buffer)) throw detachedError(what, 'view')
-    return chunk
-  }
+  if (chunk instanceof Uint8Array) return attachedBytes(chunk, what)
   if (ArrayBuffer.isView(chunk)) {
     // Checked first: a detached DataView's byteLength getter throws a bare TypeError.
     if (isDetached(chunk.buffer)) throw detachedError(what, 'view')
@@ -55,6 +51,16 @@ function byteView(chunk, what) {
     return new Uint8Array(chunk)
   }
   return null
+}
+
+/**
+ * `bytes` (a Uint8Array, taken as it is), or an InvalidArgumentError naming `what` when its
+ * buffer is detached: read as empty, it was counted as no text at all.
+ */
+function attachedBytes(bytes, what) {
+  // A view of a detached buffer has length 0: only then is the buffer looked at.
+  if (bytes.byteLength === 0 && isDetached(bytes.buffer)) throw detachedError(what, 'view')
+  return bytes
 }
 
 /** Whether `buffer` (an ArrayBuffer or SharedArrayBuffer, of any realm) is detached. */
@@ -74,4 +80,4 @@ function detachedError(what, kind) {
   return new InvalidArgumentError(`${what}: ${subject} is detached (transferred, or a closed stream's): it has no bytes to read`)
 }
 
-module.exports = { BatchOffsets, byteView }
+module.exports = { BatchOffsets, byteView, attachedBytes }

@@ -608,7 +608,8 @@ export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k
  * array of messages, or an object: a request body (with `messages`, `system` or `tools`, or an
  * OpenAI Responses body's `input` or `instructions`; `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
  * `estimate_tokens`. A lone surrogate counts as U+FFFD, in a string and inside an object (as in
- * `ContextTracker`).
+ * `ContextTracker`). Bytes whose ArrayBuffer is detached (transferred) are an
+ * `InvalidArgumentError`, not an estimate of 0.
  */
 export declare function estimateTokens(
   input: string | Uint8Array | unknown[] | Record<string, unknown>,
@@ -787,7 +788,8 @@ export declare class TextEstimator {
   constructor(options?: { tokenizer?: Tokenizer | null } | null)
   /**
    * Adds the next piece: a string (it may end between the halves of a surrogate pair), or UTF-8
-   * bytes (a character may be split between pieces).
+   * bytes (a character may be split between pieces). Bytes whose ArrayBuffer is detached are
+   * an `InvalidArgumentError`.
    */
   feed(piece: string | Uint8Array): void
   /** The estimate of the text fed so far (0 for none). */

@@ -3,6 +3,7 @@
 
 const native = require('../index.js')
 const { InvalidArgumentError, callNative, toJson, checkedOptions } = require('./errors.js')
+const { attachedBytes } = require('./batch.js')
 
 const BUDGET_OPTIONS = [
   'window',
@@ -42,7 +43,10 @@ function isPlainObject(value) {
 function estimateTokens(input, options) {
   const tokenizer = tokenizerOf(options, 'estimateTokens')
   if (typeof input === 'string') return callNative(() => native.estimateText(input, tokenizer))
-  if (input instanceof Uint8Array) return callNative(() => native.estimateBytes(input, tokenizer))
+  if (input instanceof Uint8Array) {
+    const bytes = attachedBytes(input, 'estimateTokens')
+    return callNative(() => native.estimateBytes(bytes, tokenizer))
+  }
   if (Array.isArray(input) || isPlainObject(input)) {
     return callNative(() => native.estimateJson(toJson(input, 'estimateTokens: the value'), tokenizer))
   }
@@ -209,9 +213,10 @@ class TextEstimator {
       return callNative(() => this.#native.feedText(text))
     }
     if (piece instanceof Uint8Array) {
+      const bytes = attachedBytes(piece, 'TextEstimator.feed')
       // Bytes cannot complete a held high surrogate: it stays lone (U+FFFD).
       this.#sendHighSurrogate()
-      return callNative(() => this.#native.feedBytes(piece))
+      return callNative(() => this.#native.feedBytes(bytes))
     }
     throw new InvalidArgumentError('TextEstimator.feed expects a string or a Uint8Array')
   }

@@ -352,3 +352,28 @@ test('ContextBudget refuses a model beside explicit limits instead of ignoring i
   }
   assert.equal(new ContextBudget({ model: 'gpt-4', window: null, maxOutputTokens: null }).window, 8_192)
 })
+
+test('estimateTokens and TextEstimator.feed refuse bytes whose buffer is detached, where they counted 0', () => {
+  const { TextEstimator, InvalidArgumentError } = require('../lib/index.js')
+  const buffer = new ArrayBuffer(8)
+  const view = new Uint8Array(buffer)
+  const asBuffer = Buffer.from(buffer)
+  structuredClone(buffer, { transfer: [buffer] })
+  const refused = (what) => (err) =>
+    err instanceof InvalidArgumentError &&
+    err.message === `${what}: the view's ArrayBuffer is detached (transferred, or a closed stream's): it has no bytes to read`
+  for (const bytes of [view, asBuffer]) {
+    assert.throws(() => estimateTokens(bytes), refused('estimateTokens'))
+    const estimator = new TextEstimator()
+    estimator.feed('some text')
+    const before = estimator.estimate()
+    assert.throws(() => estimator.feed(bytes), refused('TextEstimator.feed'))
+    // Nothing was fed: the text so far keeps its estimate.
+    assert.equal(estimator.estimate(), before)
+  }
+  // Empty bytes of a live buffer are still no text.
+  assert.equal(estimateTokens(new Uint8Array(0)), 0)
+  const estimator = new TextEstimator()
+  estimator.feed(new Uint8Array(0))
+  assert.equal(estimator.estimate(), 0)
+})
