@@ -51,7 +51,6 @@ export declare class Client {
 }
 export type NativeClient = Client
 
-/** Context thresholds for one model. */
 export declare class ContextBudget {
   /** A budget from explicit limits or a model name. */
   constructor(options: ContextBudgetOptions)

@@ -121,6 +121,39 @@ pub struct ContextBudgetOptions {
     pub autocompact_percent: Option<f64>,
 }
 
+/// The core's refusal of a budget, naming the options by their JavaScript names.
+fn budget_message(error: core_tokens::budget::InvalidBudget) -> String {
+    use core_tokens::budget::{
+        CompactsAfterBlocking, CompactsAtZero, InvalidAutocompactPercent, InvalidBudget,
+    };
+    match error {
+        InvalidBudget::Percent(InvalidAutocompactPercent(percent)) => {
+            format!("autocompactPercent must be in (0, 100], got {percent}")
+        }
+        InvalidBudget::CompactsAfterBlocking(CompactsAfterBlocking {
+            autocompact_buffer,
+            blocking_buffer,
+        }) => format!(
+            "autocompactBuffer ({autocompact_buffer}) is smaller than blockingBuffer \
+             ({blocking_buffer}): the context would block before it compacts"
+        ),
+        InvalidBudget::CompactsAtZero(CompactsAtZero {
+            effective_window,
+            autocompact_buffer,
+            autocompact_percent,
+        }) => {
+            let percent = autocompact_percent
+                .map_or(String::new(), |p| format!(" or autocompactPercent ({p})"));
+            format!(
+                "the auto-compact threshold is 0 tokens: autocompactBuffer \
+                 ({autocompact_buffer}){percent} leaves nothing of the effective window \
+                 ({effective_window} tokens), so the context would be compacted before every \
+                 request"
+            )
+        }
+    }
+}
+
 /// Context thresholds for one model.
 #[napi(js_name = "ContextBudget")]
 #[derive(Debug)]
@@ -134,14 +167,31 @@ impl NativeContextBudget {
     #[napi(constructor)]
     pub fn new(options: ContextBudgetOptions) -> napi::Result<Self> {
         guard::sync(|| {
-            let mut inner = match (&options.model, options.window, options.max_output_tokens) {
-                (None, Some(window), Some(max_output)) => core_tokens::ContextBudget::new(
-                    whole(window, "window")?,
-                    whole(max_output, "maxOutputTokens")?,
-                ),
-                (Some(model), None, None) => {
-                    core_tokens::ContextBudget::for_model(model, &ModelTable::default())
+            let setting =
+                |value: Option<f64>, what: &str| value.map(|n| whole(n, what)).transpose();
+            let overrides = core_tokens::budget::BudgetOverrides {
+                output_reserve_cap: setting(options.output_reserve_cap, "outputReserveCap")?,
+                autocompact_buffer: setting(options.autocompact_buffer, "autocompactBuffer")?,
+                warning_buffer: setting(options.warning_buffer, "warningBuffer")?,
+                blocking_buffer: setting(options.blocking_buffer, "blockingBuffer")?,
+                autocompact_percent: options.autocompact_percent,
+            };
+            // The core's rule, as Python's and C's constructors apply it: a setting given applies
+            // as given and only the defaults scale; refused when the budget would block before
+            // it compacts, or compact at zero tokens.
+            let built = match (&options.model, options.window, options.max_output_tokens) {
+                (None, Some(window), Some(max_output)) => {
+                    core_tokens::ContextBudget::with_overrides(
+                        whole(window, "window")?,
+                        whole(max_output, "maxOutputTokens")?,
+                        &overrides,
+                    )
                 }
+                (Some(model), None, None) => core_tokens::ContextBudget::for_model_with_overrides(
+                    model,
+                    &ModelTable::default(),
+                    &overrides,
+                ),
                 // A model beside explicit limits was dropped without a word: say which to keep.
                 _ => {
                     return Err(FerroloopError::invalid_argument(
@@ -150,31 +200,8 @@ impl NativeContextBudget {
                     .into());
                 }
             };
-            if let Some(n) = options.output_reserve_cap {
-                inner.output_reserve_cap = whole(n, "outputReserveCap")?;
-            }
-            if let Some(n) = options.autocompact_buffer {
-                inner.autocompact_buffer = whole(n, "autocompactBuffer")?;
-            }
-            if let Some(n) = options.warning_buffer {
-                inner.warning_buffer = whole(n, "warningBuffer")?;
-            }
-            if let Some(n) = options.blocking_buffer {
-                inner.blocking_buffer = whole(n, "blockingBuffer")?;
-            }
-            if let Some(pct) = options.autocompact_percent {
-                inner = inner.with_autocompact_percent(pct).map_err(|_| {
-                    FerroloopError::invalid_argument("autocompactPercent must be in (0, 100]")
-                })?;
-            }
-            // The core's rule, after the overrides, named with the options' JS names.
-            inner.validate().map_err(|error| {
-                FerroloopError::invalid_argument(format!(
-                    "autocompactBuffer ({}) is smaller than blockingBuffer ({}): the context \
-                     would block before it compacts",
-                    error.autocompact_buffer, error.blocking_buffer
-                ))
-            })?;
+            let inner =
+                built.map_err(|error| FerroloopError::invalid_argument(budget_message(error)))?;
             Ok(Self { inner })
         })
     }

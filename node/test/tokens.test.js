@@ -377,3 +377,24 @@ test('estimateTokens and TextEstimator.feed refuse bytes whose buffer is detache
   estimator.feed(new Uint8Array(0))
   assert.equal(estimator.estimate(), 0)
 })
+
+test('ContextBudget: settings given apply as given and only the defaults scale, as in Python and C', () => {
+  // The default blocking buffer passed explicitly on gpt-4's window was refused against an
+  // auto-compact default scaled to 1,293; an auto-compact buffer or a percentage leaving nothing
+  // of the window was accepted, and compacted before every request.
+  const given = new ContextBudget({ window: 8192, maxOutputTokens: 8192, blockingBuffer: 3000 })
+  assert.equal(given.state(0), 'ok')
+  assert.ok(given.warningThreshold < given.autocompactThreshold && given.autocompactThreshold <= given.blockingThreshold)
+  const atZero = (err) =>
+    err instanceof InvalidArgumentError && /^the auto-compact threshold is 0 tokens: autocompactBuffer \(13000\)/.test(err.message)
+  assert.throws(() => new ContextBudget({ window: 8192, maxOutputTokens: 8192, autocompactBuffer: 13000 }), atZero)
+  assert.throws(() => new ContextBudget({ model: 'gpt-4', autocompactBuffer: 13000 }), atZero)
+  assert.throws(
+    () => new ContextBudget({ window: 200_000, maxOutputTokens: 32_000, autocompactPercent: 0.0001 }),
+    (err) => err instanceof InvalidArgumentError && /autocompactPercent \(0\.0001\)/.test(err.message),
+  )
+  assert.throws(
+    () => new ContextBudget({ window: 200_000, maxOutputTokens: 32_000, autocompactPercent: 101 }),
+    (err) => err instanceof InvalidArgumentError && err.message === 'autocompactPercent must be in (0, 100], got 101',
+  )
+})

@@ -480,9 +480,13 @@ typedef struct {
  * The defaults are Claude Code's: at most 20,000 output tokens reserved out of the window,
  * auto-compact 13,000 below the effective window, warn 20,000 below the auto-compact point,
  * block 3,000 below the effective window. For windows too small to hold them (below about
- * 100,000 tokens) the defaults shrink in proportion; a field set here is used as given. The
- * `autocompact_buffer` must be at least the `blocking_buffer` (the default of the one not set
- * counts).
+ * 100,000 tokens) the defaults shrink in proportion; a field set here is used as given, and a
+ * default never crosses it (the auto-compact default rises to a `blocking_buffer` given, the
+ * blocking default falls to an `autocompact_buffer` given). The `autocompact_buffer` must be at
+ * least the `blocking_buffer`, judged on the values given and the unscaled defaults (13,000 and
+ * 3,000), so that it does not depend on the window; and the settings must not leave an
+ * auto-compact threshold of 0 where the blocking threshold is above 0 (a context compacted
+ * before every request). The same rule as Python's and Node's constructors.
  */
 typedef struct {
     /**
@@ -1422,10 +1426,12 @@ fl_context_budget_options fl_context_budget_options_default(void);
  * and stores it in `*out`. The caller owns it and releases it with `fl_context_budget_free`.
  *
  * Any window is accepted, 0 included (every count is then `FL_CONTEXT_BLOCKING`). Returns
- * `FL_STATUS_INVALID_ARGUMENT` for an `autocompact_percent` outside (0, 100] other than 0, and
- * for an `autocompact_buffer` smaller than the `blocking_buffer` (defaults included: the
- * auto-compact point would lie above the blocking point, so the state would never be
- * `FL_CONTEXT_AUTO_COMPACT`; the message names both fields). `*out` is then left unchanged.
+ * `FL_STATUS_INVALID_ARGUMENT` for an `autocompact_percent` outside (0, 100] other than 0, for
+ * an `autocompact_buffer` smaller than the `blocking_buffer` (as judged in
+ * `fl_context_budget_options`: the auto-compact point would lie above the blocking point, so
+ * the state would never be `FL_CONTEXT_AUTO_COMPACT`; the message names both fields), and for
+ * settings that leave an auto-compact threshold of 0 below a blocking threshold above 0 (the
+ * context would be compacted before every request). `*out` is then left unchanged.
  * Thread-safe.
  *
  * # Safety
@@ -1450,8 +1456,8 @@ fl_status fl_context_budget_new(uint64_t window,
  * max output tokens: read the limits chosen with `fl_context_budget_thresholds`.
  *
  * Returns `FL_STATUS_INVALID_UTF8` for a name that is not UTF-8, `FL_STATUS_INVALID_ARGUMENT`
- * for a bad `autocompact_percent` or an `autocompact_buffer` smaller than the
- * `blocking_buffer` (as `fl_context_budget_new`). Thread-safe.
+ * for a bad `autocompact_percent` or settings a budget cannot keep (as
+ * `fl_context_budget_new`). Thread-safe.
  *
  * # Safety
  * `model` must be valid for reads of `model_len` bytes; `options` must be NULL or point to an

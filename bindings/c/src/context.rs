@@ -4,6 +4,7 @@
 
 use std::ffi::c_char;
 
+use ferroloop_core::tokens::budget::{BudgetOverrides, InvalidAutocompactPercent, InvalidBudget};
 use ferroloop_core::tokens::json_text::parse_json_for_counting;
 use ferroloop_core::tokens::{
     BudgetState, ContextBudget, ContextTracker, CountMethod, ModelTable, Usage,
@@ -25,9 +26,13 @@ pub const FL_CONTEXT_BUDGET_DEFAULT: u64 = u64::MAX;
 /// The defaults are Claude Code's: at most 20,000 output tokens reserved out of the window,
 /// auto-compact 13,000 below the effective window, warn 20,000 below the auto-compact point,
 /// block 3,000 below the effective window. For windows too small to hold them (below about
-/// 100,000 tokens) the defaults shrink in proportion; a field set here is used as given. The
-/// `autocompact_buffer` must be at least the `blocking_buffer` (the default of the one not set
-/// counts).
+/// 100,000 tokens) the defaults shrink in proportion; a field set here is used as given, and a
+/// default never crosses it (the auto-compact default rises to a `blocking_buffer` given, the
+/// blocking default falls to an `autocompact_buffer` given). The `autocompact_buffer` must be at
+/// least the `blocking_buffer`, judged on the values given and the unscaled defaults (13,000 and
+/// 3,000), so that it does not depend on the window; and the settings must not leave an
+/// auto-compact threshold of 0 where the blocking threshold is above 0 (a context compacted
+/// before every request). The same rule as Python's and Node's constructors.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct fl_context_budget_options {
@@ -108,41 +113,38 @@ pub extern "C" fn fl_context_budget_options_default() -> fl_context_budget_optio
     }
 }
 
-/// `budget` with the overrides of `options` (NULL: none).
+/// The settings of `options` (NULL: none) a budget is built with: a field other than
+/// `FL_CONTEXT_BUDGET_DEFAULT` (or, for the percentage, other than 0) is given.
 ///
 /// # Safety
 /// `options` must be NULL or point to an `fl_context_budget_options`.
-unsafe fn apply_options(
-    mut budget: ContextBudget,
-    options: *const fl_context_budget_options,
-) -> FfiResult<ContextBudget> {
+unsafe fn overrides_of(options: *const fl_context_budget_options) -> BudgetOverrides {
     // SAFETY: the caller's promise; NULL is handled by `as_ref`.
     let Some(options) = (unsafe { options.as_ref() }).copied() else {
-        return Ok(budget);
+        return BudgetOverrides::default();
     };
-    let set = |field: &mut u64, value: u64| {
-        if value != FL_CONTEXT_BUDGET_DEFAULT {
-            *field = value;
-        }
-    };
-    set(&mut budget.output_reserve_cap, options.output_reserve_cap);
-    set(&mut budget.autocompact_buffer, options.autocompact_buffer);
-    set(&mut budget.warning_buffer, options.warning_buffer);
-    set(&mut budget.blocking_buffer, options.blocking_buffer);
+    let given = |value: u64| (value != FL_CONTEXT_BUDGET_DEFAULT).then_some(value);
     let percent = options.autocompact_percent;
-    // 0 (positive or negative zero) is "no percentage"; everything else goes to the core's check.
-    if percent != 0.0 {
-        budget = budget.with_autocompact_percent(percent).map_err(|_| {
-            FfiError::invalid(format!(
-                "autocompact_percent must be in (0, 100] (or 0 for none), got {percent}"
-            ))
-        })?;
+    BudgetOverrides {
+        output_reserve_cap: given(options.output_reserve_cap),
+        autocompact_buffer: given(options.autocompact_buffer),
+        warning_buffer: given(options.warning_buffer),
+        blocking_buffer: given(options.blocking_buffer),
+        // 0 (positive or negative zero) is "no percentage"; everything else goes to the core's
+        // check.
+        autocompact_percent: (percent != 0.0).then_some(percent),
     }
-    // The core's rule, after the overrides: a budget must compact before it blocks.
-    budget
-        .validate()
-        .map_err(|error| FfiError::invalid(error.to_string()))?;
-    Ok(budget)
+}
+
+/// The core's refusal of a budget, as `FL_STATUS_INVALID_ARGUMENT` with its message (the C
+/// field names are the core's).
+fn budget_error(error: InvalidBudget) -> FfiError {
+    match error {
+        InvalidBudget::Percent(InvalidAutocompactPercent(percent)) => FfiError::invalid(format!(
+            "autocompact_percent must be in (0, 100] (or 0 for none), got {percent}"
+        )),
+        other => FfiError::invalid(other.to_string()),
+    }
 }
 
 /// Stores a new budget in `*out`.
@@ -157,10 +159,12 @@ fn store_budget(budget: ContextBudget, out: Out<*mut fl_context_budget>) {
 /// and stores it in `*out`. The caller owns it and releases it with `fl_context_budget_free`.
 ///
 /// Any window is accepted, 0 included (every count is then `FL_CONTEXT_BLOCKING`). Returns
-/// `FL_STATUS_INVALID_ARGUMENT` for an `autocompact_percent` outside (0, 100] other than 0, and
-/// for an `autocompact_buffer` smaller than the `blocking_buffer` (defaults included: the
-/// auto-compact point would lie above the blocking point, so the state would never be
-/// `FL_CONTEXT_AUTO_COMPACT`; the message names both fields). `*out` is then left unchanged.
+/// `FL_STATUS_INVALID_ARGUMENT` for an `autocompact_percent` outside (0, 100] other than 0, for
+/// an `autocompact_buffer` smaller than the `blocking_buffer` (as judged in
+/// `fl_context_budget_options`: the auto-compact point would lie above the blocking point, so
+/// the state would never be `FL_CONTEXT_AUTO_COMPACT`; the message names both fields), and for
+/// settings that leave an auto-compact threshold of 0 below a blocking threshold above 0 (the
+/// context would be compacted before every request). `*out` is then left unchanged.
 /// Thread-safe.
 ///
 /// # Safety
@@ -176,8 +180,9 @@ pub unsafe extern "C" fn fl_context_budget_new(
     boundary::run(|| {
         let out = Out::new(out, "out")?;
         // SAFETY: the caller's promise on `options`.
-        let budget =
-            unsafe { apply_options(ContextBudget::new(window, max_output_tokens), options) }?;
+        let overrides = unsafe { overrides_of(options) };
+        let budget = ContextBudget::with_overrides(window, max_output_tokens, &overrides)
+            .map_err(budget_error)?;
         store_budget(budget, out);
         Ok(())
     })
@@ -195,8 +200,8 @@ pub unsafe extern "C" fn fl_context_budget_new(
 /// max output tokens: read the limits chosen with `fl_context_budget_thresholds`.
 ///
 /// Returns `FL_STATUS_INVALID_UTF8` for a name that is not UTF-8, `FL_STATUS_INVALID_ARGUMENT`
-/// for a bad `autocompact_percent` or an `autocompact_buffer` smaller than the
-/// `blocking_buffer` (as `fl_context_budget_new`). Thread-safe.
+/// for a bad `autocompact_percent` or settings a budget cannot keep (as
+/// `fl_context_budget_new`). Thread-safe.
 ///
 /// # Safety
 /// `model` must be valid for reads of `model_len` bytes; `options` must be NULL or point to an
@@ -212,9 +217,11 @@ pub unsafe extern "C" fn fl_context_budget_new_for_model(
         // SAFETY: the caller's promise on `model`.
         let model = unsafe { text::str_arg(model, model_len, "model") }?;
         let out = Out::new(out, "out")?;
-        let budget = ContextBudget::for_model(model, &ModelTable::default());
         // SAFETY: the caller's promise on `options`.
-        let budget = unsafe { apply_options(budget, options) }?;
+        let overrides = unsafe { overrides_of(options) };
+        let budget =
+            ContextBudget::for_model_with_overrides(model, &ModelTable::default(), &overrides)
+                .map_err(budget_error)?;
         store_budget(budget, out);
         Ok(())
     })

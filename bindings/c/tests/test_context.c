@@ -135,7 +135,7 @@ static void check_budget_defaults(void) {
     /* gpt-4: the reserve and the buffers take half the window, every state is reachable. */
     budget = budget_new(8192, 8192, NULL);
     t = thresholds_of(budget);
-    CHECK(t.effective_window == 7378 && t.autocompact == 6086 && t.warning == 4098 &&
+    CHECK(t.effective_window == 7378 && t.autocompact == 6085 && t.warning == 4096 &&
           t.blocking == 7080);
     CHECK(state_of(budget, 0) == FL_CONTEXT_OK);
     fl_context_budget_free(budget);
@@ -357,6 +357,38 @@ static void check_budget_refuses_blocking_before_compacting(void) {
     CHECK(t.autocompact == 0 && t.blocking == 0);
     CHECK(state_of(budget, 0) == FL_CONTEXT_BLOCKING);
     fl_context_budget_free(budget);
+}
+
+/* Settings given apply as given and only the defaults scale, as Python's and Node's constructors
+ * do (the core's with_overrides): the default blocking buffer passed explicitly on gpt-4's
+ * window was refused against an auto-compact default scaled to 1,293, and an auto-compact
+ * buffer leaving nothing of the window was accepted (a context compacted before every
+ * request). */
+static void check_budget_settings_apply_as_given(void) {
+    fl_context_budget *budget = NULL;
+    fl_context_budget_options options = fl_context_budget_options_default();
+    options.blocking_buffer = 3000;
+    budget = budget_new(8192, 8192, &options);
+    fl_context_thresholds t = thresholds_of(budget);
+    CHECK(t.warning < t.autocompact && t.autocompact <= t.blocking);
+    CHECK(state_of(budget, 0) == FL_CONTEXT_OK);
+    fl_context_budget_free(budget);
+    options = fl_context_budget_options_default();
+    options.autocompact_buffer = 13000;
+    budget = NULL;
+    CHECK_STATUS(fl_context_budget_new(8192, 8192, &options, &budget),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "auto-compact threshold is 0") != NULL);
+    CHECK(budget == NULL);
+    CHECK_STATUS(fl_context_budget_new_for_model("gpt-4", 5, &options, &budget),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(budget == NULL);
+    options = fl_context_budget_options_default();
+    options.autocompact_percent = 0.0001;
+    CHECK_STATUS(fl_context_budget_new(200000, 32000, &options, &budget),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "autocompact_percent (0.0001)") != NULL);
+    CHECK(budget == NULL);
 }
 
 static fl_token_count count_of(const fl_context_tracker *tracker) {
@@ -727,6 +759,7 @@ int main(void) {
     check_budget_models();
     check_budget_arguments();
     check_budget_refuses_blocking_before_compacting();
+    check_budget_settings_apply_as_given();
     check_budget_shared_between_threads();
     check_tracker_anchoring();
     check_tracker_matches_the_request_estimate();
