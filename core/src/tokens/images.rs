@@ -78,10 +78,17 @@ fn detail(block: &Value) -> Option<&str> {
 }
 
 fn explicit_dimensions(v: &Value) -> Option<(u32, u32)> {
+    // A whole number written as a float (`1000.0`: a Python `float`, a C host's JSON) is that
+    // number, as `JSON.stringify` writes it for Node, so every language counts the same image.
     let dim = |key: &str| {
-        v.get(key)
-            .and_then(Value::as_u64)
-            .and_then(|d| u32::try_from(d).ok())
+        let value = v.get(key)?;
+        let whole = value.as_u64().or_else(|| {
+            value
+                .as_f64()
+                .filter(|d| d.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(d))
+                .map(|d| d as u64)
+        })?;
+        u32::try_from(whole).ok()
     };
     Some((dim("width")?, dim("height")?))
 }
@@ -664,6 +671,42 @@ pub(crate) mod tests {
         assert_eq!(estimate_image(&url, Family::O200k), OPENAI_MAX_IMAGE_TOKENS);
         let hinted = json!({"type": "image", "width": 750, "height": 10, "source": {"type": "url", "url": "u"}});
         assert_eq!(estimate_image(&hinted, Family::Claude), 10);
+    }
+
+    /// Stated dimensions written as whole floats (`1000.0`, from Python or a C host) are those
+    /// numbers, as Node's `JSON.stringify` writes them: they counted as unknown (the ceiling),
+    /// so Python and C estimated 1,608 tokens where Node estimated 675. Fractions, negatives
+    /// and values past 32 bits are still no dimension.
+    #[test]
+    fn dimensions_written_as_whole_floats_are_those_numbers() {
+        let image = |w: Value, h: Value| json!({"type": "image", "width": w, "height": h, "source": {"type": "url", "url": "u"}});
+        for family in [Family::Claude, Family::O200k] {
+            assert_eq!(
+                estimate_image(&image(json!(1000.0), json!(500.0)), family),
+                estimate_image(&image(json!(1000), json!(500)), family)
+            );
+        }
+        assert_eq!(
+            image_dimensions(&image(json!(1000.0), json!(500))),
+            Some((1000, 500))
+        );
+        for bad in [
+            json!(1000.5),
+            json!(-1.0),
+            json!(4294967296.0),
+            json!(1e300),
+            json!("1000"),
+        ] {
+            assert_eq!(
+                image_dimensions(&image(bad.clone(), json!(500))),
+                None,
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            image_dimensions(&image(json!(4294967295.0), json!(1))),
+            Some((u32::MAX, 1))
+        );
     }
 
     #[test]
