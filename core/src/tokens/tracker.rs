@@ -239,8 +239,10 @@ pub struct ContextTracker {
     family: Family,
     system: u64,
     tools: u64,
-    /// Content hashes of the system prompt and tool definitions last set.
+    /// The content key of the system prompt; `None` for none (`null`, `""` and `[]` alike: each
+    /// costs nothing, so switching between them changes nothing the usage anchor covers).
     system_key: Option<u64>,
+    /// The content key of the tool definitions; `None` for none, as `system_key`.
     tools_key: Option<u64>,
     /// Raw estimate per message.
     messages: Vec<u64>,
@@ -292,25 +294,25 @@ impl ContextTracker {
     /// prompt changed; setting the same prompt again (a loop that rebuilds its request every
     /// turn) keeps it and costs no estimation.
     pub fn set_system(&mut self, system: &Value) {
-        let key = content_key(system);
-        if self.system_key == Some(key) {
+        let key = part_key(system);
+        if self.system_key == key {
             return;
         }
         self.system = self.estimate_content(system);
-        self.system_key = Some(key);
+        self.system_key = key;
         self.anchor = None;
     }
 
     /// Sets the tool definitions. Invalidates the usage anchor if they changed (as
     /// [`Self::set_system`]).
     pub fn set_tools(&mut self, tools: &Value) {
-        let key = content_key(tools);
-        if self.tools_key == Some(key) {
+        let key = part_key(tools);
+        if self.tools_key == key {
             return;
         }
         self.bytes_estimated += json_len(tools);
         self.tools = estimate_tools(tools, self.family);
-        self.tools_key = Some(key);
+        self.tools_key = key;
         self.anchor = None;
     }
 
@@ -592,6 +594,17 @@ fn json_len(value: &Value) -> u64 {
             .sum(),
         Value::Number(_) => 8,
         Value::Bool(_) | Value::Null => 4,
+    }
+}
+
+/// The key of a system prompt or of tool definitions: `None` for none (`null`, `""`, `[]`), as a
+/// new tracker has, so that saying "none" another way keeps the usage anchor.
+fn part_key(value: &Value) -> Option<u64> {
+    match value {
+        Value::Null => None,
+        Value::String(text) if text.is_empty() => None,
+        Value::Array(items) if items.is_empty() => None,
+        other => Some(content_key(other)),
     }
 }
 
@@ -1064,6 +1077,49 @@ mod tests {
         let before = t.tokens().tokens;
         t.set_tools(&json!([]));
         assert!(t.tokens().tokens < before);
+    }
+
+    /// `null`, `""` and `[]` all say "no system prompt" or "no tools", as a new tracker has:
+    /// saying it another way keeps the usage anchor. It dropped it, and the count fell from the
+    /// provider's usage to the bare estimate (about 40% of it here), so a budget check could miss
+    /// a compaction.
+    #[test]
+    fn no_system_prompt_or_tools_said_another_way_keeps_the_anchor() {
+        let mut t = ContextTracker::new(Family::Claude);
+        t.push_message(&json!({"role": "user", "content": "hello ".repeat(200)}));
+        t.record_usage(Usage {
+            input_tokens: 1_000,
+            ..Usage::default()
+        });
+        let exact = TokenCount {
+            tokens: 1_000,
+            method: CountMethod::Exact,
+        };
+        for none in [Value::Null, json!(""), json!([]), Value::Null] {
+            t.set_system(&none);
+            t.set_tools(&none);
+            assert_eq!(t.tokens(), exact, "{none}");
+        }
+        // Each is no tokens: a prompt set and then taken away counts the same way.
+        t.set_system(&json!("You are terse."));
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+        let with_prompt = t.tokens().tokens;
+        for none in [json!(""), json!([]), Value::Null] {
+            t.set_system(&json!("You are terse."));
+            t.set_system(&none);
+            assert!(t.tokens().tokens < with_prompt, "{none}");
+        }
+        // On a tracker without usage, each "none" counts nothing.
+        let mut bare = ContextTracker::new(Family::Claude);
+        bare.push_message(&json!({"role": "user", "content": "hello ".repeat(200)}));
+        let without = bare.tokens();
+        for none in [Value::Null, json!(""), json!([])] {
+            bare.set_system(&json!("You are terse."));
+            bare.set_tools(&json!([{"name": "ls", "input_schema": {"type": "object"}}]));
+            bare.set_system(&none);
+            bare.set_tools(&none);
+            assert_eq!(bare.tokens(), without, "{none}");
+        }
     }
 
     #[test]
