@@ -51,6 +51,7 @@ export declare class Client {
 }
 export type NativeClient = Client
 
+/** Context thresholds for one model. */
 export declare class ContextBudget {
   /** A budget from explicit limits or a model name. */
   constructor(options: ContextBudgetOptions)
@@ -100,14 +101,15 @@ export declare class ContextTracker {
    * messages it covered open the new history unchanged.
    */
   replaceMessagesJson(messagesJson: string): void
-  /** Keeps the first `length` messages. */
+  /** Keeps the first `length` messages (more than there are, `Infinity` included: all). */
   truncate(length: number): void
   /** Number of messages tracked. */
   get length(): number
   /**
    * Records a response's usage (JSON, Anthropic or OpenAI field names) covering the first
-   * `covered` messages (all of them when absent). A count that is not a non-negative integer
-   * (`null` is absent), or no count at all, is an invalid argument.
+   * `covered` messages (all of them when absent; more than there are, `Infinity` included,
+   * counts as all). A count that is not a non-negative integer (`null` is absent), or no count
+   * at all, is an invalid argument.
    */
   recordUsageJson(usageJson: string, covered?: number | undefined | null): void
   /** The current model's online correction factor (usage / estimate, clamped). */

@@ -738,8 +738,8 @@ export declare class ContextTracker {
    */
   setTools(tools: unknown[] | null): void
   /**
-   * Appends a message (an object: a message or an OpenAI Responses item). Throws an
-   * InvalidArgumentError for anything else.
+   * Appends a message (a plain object: a message or an OpenAI Responses item). Throws an
+   * InvalidArgumentError for anything else (a Map or a class instance included).
    */
   pushMessage(message: Record<string, unknown>): void
   /**
@@ -748,15 +748,18 @@ export declare class ContextTracker {
    * unchanged, for an entry that is no plain object.
    */
   replaceMessages(messages: unknown[]): void
-  /** Keeps the first `length` messages. */
+  /**
+   * Keeps the first `length` messages (more than there are, `Infinity` included, keeps them all,
+   * as in Python). Throws an InvalidArgumentError for a negative or fractional `length`, or NaN.
+   */
   truncate(length: number): void
   /** Number of messages tracked. */
   readonly length: number
   /**
    * Records a response's usage (Anthropic or OpenAI field names) covering the first `covered`
-   * messages (default: all; more than the messages tracked counts as all of them, as in Python
-   * and C). Throws an InvalidArgumentError for a count that is not a non-negative integer
-   * (`NaN` and `Infinity` included; `null` is absent) or no count at all.
+   * messages (default: all; more than the messages tracked, `Infinity` included, counts as all
+   * of them, as in Python and C). Throws an InvalidArgumentError for a count that is not a
+   * non-negative integer or `Infinity` (`NaN` included; `null` is absent) or no count at all.
    */
   recordUsage(usage: Record<string, unknown>, covered?: number | null): void
   /**

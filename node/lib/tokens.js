@@ -34,6 +34,37 @@ function isPlainObject(value) {
   return proto === Object.prototype || proto === null
 }
 
+/** How `value` is named in an error: `undefined`, `null`, `an array`, `a Map`, `a function`, ... */
+function kindOf(value) {
+  if (value === undefined || value === null) return String(value)
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'object') {
+    const name = Object.getPrototypeOf(value)?.constructor?.name
+    return name ? `a ${name}` : 'an object'
+  }
+  return `a ${typeof value}`
+}
+
+/**
+ * `value` (a message of a tracker's history) as JSON: a plain object, else an
+ * InvalidArgumentError naming `what`. A Map or a class instance was sent as `{}` and counted as
+ * an empty message, `undefined` failed in the native conversion with a message naming neither.
+ */
+function messageJson(value, what) {
+  if (!isPlainObject(value)) throw new InvalidArgumentError(`${what} must be a JSON object (a plain object), got ${kindOf(value)}`)
+  return toJson(value, what)
+}
+
+/**
+ * `value` (a system prompt or tool definitions) as JSON, or an InvalidArgumentError naming
+ * `what` and what it takes (`expected`) when JSON has no form for it (`undefined`, a function).
+ */
+function requestPartJson(value, what, expected) {
+  const json = toJson(value, what)
+  if (json === undefined) throw new InvalidArgumentError(`${what} must be ${expected}, got ${kindOf(value)}`)
+  return json
+}
+
 /**
  * Estimated tokens, for a tokenizer family (`claude` (default), `claude-legacy`, `o200k`,
  * `cl100k`), of a string or UTF-8 bytes (text), an array of messages, or an object: a request
@@ -126,16 +157,24 @@ class ContextTracker {
     return this.#native.tokenizer
   }
   setSystem(system) {
-    callNative(() => this.#native.setSystemJson(toJson(system, 'setSystem: the system prompt')))
+    const json = requestPartJson(system, 'setSystem: the system prompt', 'a string, an array of blocks or null')
+    callNative(() => this.#native.setSystemJson(json))
   }
   setTools(tools) {
-    callNative(() => this.#native.setToolsJson(toJson(tools, 'setTools: the tools')))
+    const json = requestPartJson(tools, 'setTools: the tools', 'an array or null')
+    callNative(() => this.#native.setToolsJson(json))
   }
   pushMessage(message) {
-    callNative(() => this.#native.pushMessageJson(toJson(message, 'pushMessage: the message')))
+    const json = messageJson(message, 'pushMessage: the message')
+    callNative(() => this.#native.pushMessageJson(json))
   }
   replaceMessages(messages) {
     if (!Array.isArray(messages)) throw new InvalidArgumentError('replaceMessages expects an array')
+    messages.forEach((message, i) => {
+      if (!isPlainObject(message)) {
+        throw new InvalidArgumentError(`replaceMessages: message ${i} must be a JSON object (a plain object), got ${kindOf(message)}`)
+      }
+    })
     callNative(() => this.#native.replaceMessagesJson(toJson(messages, 'replaceMessages: the messages')))
   }
   truncate(length) {

@@ -103,6 +103,20 @@ pub(crate) fn whole_usize(value: f64, what: &str) -> Result<usize, FerroloopErro
     })
 }
 
+/// A count where more than there is means all of them: a non-negative integer of any size, or
+/// `Infinity`, saturating at `usize::MAX` (Python's `truncate(2**100)` and `covered=2**100`
+/// take the same).
+pub(crate) fn saturating_count(value: f64, what: &str) -> Result<usize, FerroloopError> {
+    if value == f64::INFINITY || (value >= 0.0 && value.fract() == 0.0) {
+        // `as` saturates: 2^64 and above (and Infinity) become usize::MAX.
+        Ok(value as usize)
+    } else {
+        Err(FerroloopError::invalid_argument(format!(
+            "{what} must be a non-negative integer (more than there are counts as all), got {value}"
+        )))
+    }
+}
+
 /// A non-negative integer count below 2^64, or `None` for `Infinity`.
 pub(crate) fn count_or_infinity(value: f64, what: &str) -> Result<Option<usize>, FerroloopError> {
     if value == f64::INFINITY {

@@ -7,7 +7,7 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use crate::error::{FerroloopError, invalid_json};
-use crate::exec::whole;
+use crate::exec::{saturating_count, whole};
 use crate::guard;
 
 fn family(name: Option<String>) -> Result<Family, FerroloopError> {
@@ -356,11 +356,11 @@ impl NativeContextTracker {
         })
     }
 
-    /// Keeps the first `length` messages.
+    /// Keeps the first `length` messages (more than there are, `Infinity` included: all).
     #[napi]
     pub fn truncate(&mut self, length: f64) -> napi::Result<()> {
         guard::sync(|| {
-            self.inner.truncate(whole(length, "length")? as usize);
+            self.inner.truncate(saturating_count(length, "length")?);
             Ok(())
         })
     }
@@ -372,8 +372,9 @@ impl NativeContextTracker {
     }
 
     /// Records a response's usage (JSON, Anthropic or OpenAI field names) covering the first
-    /// `covered` messages (all of them when absent). A count that is not a non-negative integer
-    /// (`null` is absent), or no count at all, is an invalid argument.
+    /// `covered` messages (all of them when absent; more than there are, `Infinity` included,
+    /// counts as all). A count that is not a non-negative integer (`null` is absent), or no count
+    /// at all, is an invalid argument.
     #[napi(js_name = "recordUsageJson")]
     pub fn record_usage_json(
         &mut self,
@@ -388,7 +389,7 @@ impl NativeContextTracker {
                 None => self.inner.record_usage(usage),
                 Some(n) => self
                     .inner
-                    .record_usage_at(usage, whole(n, "covered")? as usize),
+                    .record_usage_at(usage, saturating_count(n, "covered")?),
             }
             Ok(())
         })

@@ -398,3 +398,41 @@ test('ContextBudget: settings given apply as given and only the defaults scale, 
     (err) => err instanceof InvalidArgumentError && err.message === 'autocompactPercent must be in (0, 100], got 101',
   )
 })
+
+test('ContextTracker: messages that are no plain object, and a prompt JSON has no form for, are refused by name', () => {
+  // A Map was sent as {} and counted as an empty message; undefined and a function failed in the
+  // native conversion with a message naming neither the method nor its argument.
+  const tracker = new ContextTracker()
+  tracker.pushMessage({ role: 'user', content: 'hello' })
+  const before = tracker.tokens()
+  const refused = (pattern) => (err) => err instanceof InvalidArgumentError && pattern.test(err.message)
+  for (const [message, kind] of [[new Map([['role', 'user']]), 'a Map'], [undefined, 'undefined'], [() => 1, 'a function'], [new (class Note {})(), 'a Note']]) {
+    assert.throws(() => tracker.pushMessage(message), refused(new RegExp(`^pushMessage: the message must be a JSON object \\(a plain object\\), got ${kind}$`)))
+  }
+  assert.throws(
+    () => tracker.replaceMessages([{ role: 'user', content: 'a' }, new Map()]),
+    refused(/^replaceMessages: message 1 must be a JSON object \(a plain object\), got a Map$/),
+  )
+  assert.throws(() => tracker.setSystem(undefined), refused(/^setSystem: the system prompt must be a string, an array of blocks or null, got undefined$/))
+  assert.throws(() => tracker.setTools(() => []), refused(/^setTools: the tools must be an array or null, got a function$/))
+  assert.deepEqual(tracker.tokens(), before)
+  assert.equal(tracker.length, 1)
+})
+
+test('ContextTracker: truncate and recordUsage take any count past the end (Infinity, 2^64) as all, as Python does', () => {
+  const tracker = new ContextTracker()
+  tracker.pushMessage({ role: 'user', content: 'hello '.repeat(100) })
+  tracker.pushMessage({ role: 'assistant', content: 'hi' })
+  for (const length of [Infinity, 2 ** 64, 1e20]) {
+    tracker.truncate(length)
+    assert.equal(tracker.length, 2)
+  }
+  for (const covered of [Infinity, 2 ** 64, 1e300]) {
+    tracker.recordUsage({ input_tokens: 500, output_tokens: 10 }, covered)
+    assert.deepEqual(tracker.tokens(), { tokens: 510, method: 'exact' })
+  }
+  for (const bad of [-1, 1.5, NaN, -Infinity]) {
+    assert.throws(() => tracker.truncate(bad), (err) => err instanceof InvalidArgumentError && err.message.startsWith('length must be'))
+    assert.throws(() => tracker.recordUsage({ input_tokens: 1 }, bad), (err) => err instanceof InvalidArgumentError && err.message.startsWith('covered must be'))
+  }
+})
