@@ -6,6 +6,7 @@
 //! message on stderr (the partial message is still printed on stdout when there is one).
 
 use std::io::{self, BufWriter, Write};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -63,16 +64,18 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let mut failure: Option<DecodeError> = None;
     let chunk = args.chunk.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     input::for_each_chunk(reader, &name, chunk, |bytes| {
-        if failure.is_some() {
-            return Ok(());
-        }
         let result = decoder.feed_into(bytes, &mut events);
         write_events(&mut out, &mut events, args.events)?;
-        if let Err(error) = result {
-            failure = Some(error);
-        }
         out.flush()?;
-        Ok(())
+        // A failed stream is reported at once: the rest of the input is not waited for (on a
+        // pipe its writer keeps open, the error was not seen until the writer closed it).
+        Ok(match result {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(error) => {
+                failure = Some(error);
+                ControlFlow::Break(())
+            }
+        })
     })?;
     let outcome = match failure {
         Some(error) => Err(error),
@@ -99,7 +102,10 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     match error {
         None => Ok(ExitCode::SUCCESS),
         Some(error) => {
-            eprintln!("ferroloop decode ({}): {error}", provider.name());
+            crate::output::report(format_args!(
+                "ferroloop decode ({}): {error}",
+                provider.name()
+            ));
             Ok(ExitCode::FAILURE)
         }
     }

@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use anyhow::Context;
@@ -41,12 +42,14 @@ pub fn stdin() -> io::Result<Box<dyn Read>> {
 /// Calls `on_chunk` with the input split into chunks of exactly `chunk` bytes (the last may be
 /// shorter), or, without a chunk size, with whatever each read returns, so that bytes from a pipe
 /// are handled as soon as they arrive. The buffer grows with what has been read, never to a
-/// chunk size the input does not fill (`--chunk` may be anything up to `u64::MAX`).
+/// chunk size the input does not fill (`--chunk` may be anything up to `u64::MAX`). Stops
+/// reading when `on_chunk` breaks (a stream that failed: nothing after it is read, so a pipe
+/// kept open by its writer does not keep the error waiting).
 pub fn for_each_chunk(
     mut reader: impl Read,
     name: &str,
     chunk: Option<usize>,
-    mut on_chunk: impl FnMut(Bytes) -> anyhow::Result<()>,
+    mut on_chunk: impl FnMut(Bytes) -> anyhow::Result<ControlFlow<()>>,
 ) -> anyhow::Result<()> {
     let chunk = chunk.map(|n| n.max(1));
     let mut buf = BytesMut::with_capacity(READ_SIZE);
@@ -75,8 +78,8 @@ pub fn for_each_chunk(
             Some(n) => buf.len() == n || (eof && !buf.is_empty()),
             None => !buf.is_empty(),
         };
-        if ready {
-            on_chunk(buf.split().freeze())?;
+        if ready && on_chunk(buf.split().freeze())?.is_break() {
+            return Ok(());
         }
         if eof {
             return Ok(());
@@ -108,7 +111,7 @@ mod tests {
         let mut out = Vec::new();
         for_each_chunk(Trickle { data, step }, "input", chunk, |bytes| {
             out.push(bytes.to_vec());
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         })
         .unwrap();
         out

@@ -64,10 +64,15 @@ fn main() -> ExitCode {
     {
         usage_error("tokens", message);
     }
-    if let Command::Run(args) = &mut cli.command
-        && let Err(message) = args.prepare()
-    {
-        usage_error("run", message);
+    if let Command::Run(args) = &mut cli.command {
+        match args.prepare() {
+            Ok(()) => {}
+            Err(run::PrepareError::Usage(message)) => usage_error("run", message),
+            Err(run::PrepareError::Input(message)) => {
+                output::report(format_args!("ferroloop run: {message}"));
+                return ExitCode::FAILURE;
+            }
+        }
     }
     let result = match cli.command {
         Command::Run(args) => run::run(args),
@@ -82,7 +87,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) if output::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("ferroloop: {}", output::describe(&error));
+            output::report(format_args!("ferroloop: {}", output::describe(&error)));
             ExitCode::FAILURE
         }
     }

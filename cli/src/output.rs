@@ -29,6 +29,14 @@ pub fn describe(error: &anyhow::Error) -> String {
     text
 }
 
+/// Writes a line to stderr, as `eprintln!` does, but ignores a failed write (a closed pipe with
+/// `2>&1 | head`, a full disk) instead of panicking: stderr that cannot be written must not turn
+/// a clean exit status into a panic's 101.
+pub fn report(args: std::fmt::Arguments<'_>) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_fmt(args).and_then(|()| err.write_all(b"\n"));
+}
+
 /// Writes `value` as a JSON string (escaped per RFC 8259).
 pub fn json_string(out: &mut impl Write, value: &str) -> io::Result<()> {
     serde_json::to_writer(&mut *out, value).map_err(io::Error::from)

@@ -4,7 +4,7 @@
 //! Completions (`--provider openai`, translated by the core), with an optional fallback model.
 
 use std::borrow::Cow;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -69,35 +69,59 @@ impl RunArgs {
     /// Reads the prompt from stdin when it is `-`, then checks what clap cannot check alone: a
     /// prompt, a model name or a fallback model name that is empty or blank (the run would
     /// end with an error before any request, or, for the fallback, hours in, when it switches),
-    /// a `--base-url` the client cannot use. `Err` is the message of a usage error.
-    pub fn prepare(&mut self) -> Result<(), String> {
+    /// a `--base-url` the client cannot use. A prompt that cannot be read is bad input, not a
+    /// usage error ([`PrepareError`]).
+    pub fn prepare(&mut self) -> Result<(), PrepareError> {
         if self.prompt.as_deref() == Some("-") {
             let mut bytes = Vec::new();
-            io::Read::read_to_end(&mut io::stdin().lock(), &mut bytes)
-                .map_err(|error| format!("cannot read the prompt from stdin: {error}"))?;
-            let prompt = String::from_utf8(bytes)
-                .map_err(|_| "the prompt read from stdin is not UTF-8".to_owned())?;
+            // As `sse`, `decode` and `tokens` read it: an unreadable stdin (EBADF) is an error,
+            // not an empty prompt.
+            crate::input::stdin()
+                .and_then(|mut stdin| stdin.read_to_end(&mut bytes))
+                .map_err(|error| {
+                    PrepareError::Input(format!("cannot read the prompt from stdin: {error}"))
+                })?;
+            let prompt = String::from_utf8(bytes).map_err(|_| {
+                PrepareError::Input("the prompt read from stdin is not UTF-8".to_owned())
+            })?;
+            // A byte order mark is no part of the prompt, as `sse`, `decode` and `tokens` drop
+            // it from their input.
+            let prompt = match prompt.strip_prefix('\u{feff}') {
+                Some(rest) => rest.to_owned(),
+                None => prompt,
+            };
             self.prompt = Some(prompt);
         }
+        let usage = |message: &str| Err(PrepareError::Usage(message.to_owned()));
         let blank = |value: &Option<String>| value.as_deref().is_some_and(|v| v.trim().is_empty());
         if blank(&self.prompt) {
-            return Err("the prompt is empty (leave it out for the default prompt)".to_owned());
+            return usage("the prompt is empty (leave it out for the default prompt)");
         }
         if blank(&self.model) {
-            return Err("--model is empty".to_owned());
+            return usage("--model is empty");
         }
         if blank(&self.fallback_model) {
-            return Err("--fallback-model is empty".to_owned());
+            return usage("--fallback-model is empty");
         }
         if let Some(url) = &self.base_url {
             let config =
                 ferroloop::client::ClientConfig::new(model_source::provider(self.provider))
                     .with_base_url(url.clone());
             ferroloop::client::Client::new(config)
-                .map_err(|error| format!("--base-url: {error}"))?;
+                .map_err(|error| PrepareError::Usage(format!("--base-url: {error}")))?;
         }
         Ok(())
     }
+}
+
+/// Why [`RunArgs::prepare`] refused the arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrepareError {
+    /// A usage error (exit 2, with the usage line): an empty prompt or model, a bad URL.
+    Usage(String),
+    /// The prompt could not be read from stdin, or is not UTF-8 (exit 1, as bad input is for
+    /// every subcommand).
+    Input(String),
 }
 
 /// The API `ferroloop run` speaks.
@@ -217,7 +241,10 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         } else {
             error
         };
-        eprintln!("ferroloop run: stopped ({}): {error}", stop_reason.as_str());
+        crate::output::report(format_args!(
+            "ferroloop run: stopped ({}): {error}",
+            stop_reason.as_str()
+        ));
     }
     Ok(match (interrupted, stop_reason) {
         (Some(signal), _) => signal_exit(signal),

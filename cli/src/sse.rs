@@ -1,6 +1,7 @@
 //! `ferroloop sse`: one JSON object per dispatched event, flushed as soon as it is complete.
 
 use std::io::{self, BufWriter, Write};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,16 +39,16 @@ pub fn run(args: SseArgs) -> anyhow::Result<ExitCode> {
         }
         let dropped = parser.dropped_events();
         if dropped > dropped_reported {
-            eprintln!(
+            output::report(format_args!(
                 "ferroloop sse: dropped {} event(s) larger than {} bytes",
                 dropped - dropped_reported,
                 args.max_event_bytes.unwrap_or_default()
-            );
+            ));
             dropped_reported = dropped;
         }
         // Flush per input chunk: every event completed by these bytes is visible at once.
         out.flush()?;
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })?;
     parser.finish();
     out.flush()?;

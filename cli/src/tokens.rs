@@ -86,7 +86,10 @@ pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
             Err(error) => {
                 // On stderr, not in the log: `RUST_LOG=off` must not hide why the exit is 1.
                 // The error names the path.
-                eprintln!("ferroloop: {}", crate::output::describe(&error));
+                crate::output::report(format_args!(
+                    "ferroloop: {}",
+                    crate::output::describe(&error)
+                ));
                 status = ExitCode::FAILURE;
             }
         }

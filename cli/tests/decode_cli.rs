@@ -143,6 +143,49 @@ fn mid_stream_error_exits_1_with_a_clear_message() {
     );
 }
 
+/// A mid-stream error is reported as it arrives: on a pipe its writer keeps open, `decode`
+/// printed nothing and went on waiting for the end of the input, which may never come.
+#[test]
+fn a_mid_stream_error_is_reported_without_waiting_for_the_end_of_the_input() {
+    use std::io::Write as _;
+    let input = concat!(
+        "event: message_start\n",
+        "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_e\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n",
+        "event: error\n",
+        "data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+    );
+    let mut child = bin()
+        .args(["decode", "--provider", "anthropic"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    // The writer stays open: only the error can end the run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        status.is_some(),
+        "still waiting for the input's end: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("overloaded_error"), "{stderr}");
+}
+
 #[test]
 fn truncated_stream_exits_1_and_prints_the_partial_message() {
     let full = std::fs::read(shared("fixtures/anthropic/basic_response.sse")).unwrap();

@@ -289,3 +289,30 @@ fn an_unreadable_stdin_is_a_clear_error() {
         assert!(err.contains("Bad file descriptor"), "{args:?}: {err}");
     }
 }
+
+/// A stderr that cannot be written (`2>&1 | head` after the reader left, a full disk) leaves the
+/// exit status the run had: 1 for an error it could not report, never a panic's 101. Every
+/// message went through `eprintln!`, which panics when the write fails.
+#[test]
+fn an_unwritable_stderr_does_not_turn_an_exit_into_a_panic() {
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full");
+    if full().is_err() {
+        return; // No /dev/full on this system.
+    }
+    let missing = "/nonexistent/ferroloop-input";
+    let cases: [&[&str]; 4] = [
+        &["decode", "--provider", "anthropic", "/dev/null"],
+        &["sse", missing],
+        &["tokens", missing],
+        &["decode", "--provider", "openai", missing],
+    ];
+    for args in cases {
+        let output = bin()
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(full().unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+    }
+}

@@ -494,6 +494,67 @@ fn a_dash_reads_the_prompt_from_stdin() {
     );
 }
 
+/// A prompt on stdin that cannot be read or is not UTF-8 is bad input (exit 1, no usage line), as
+/// for every subcommand: an unreadable stdin was read as an empty prompt (a usage error), and a
+/// byte order mark opening it was sent as part of the prompt, where `sse`, `decode` and
+/// `tokens` drop it.
+#[test]
+fn a_stdin_prompt_is_read_as_the_other_subcommands_read_their_input() {
+    use std::io::Write as _;
+    let dir = project();
+    let mut child = replay_run(dir.path(), &["--json", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all("\u{feff}what is here?".as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stop: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(stop["messages"][0]["content"], "what is here?", "{stop}");
+
+    let mut child = replay_run(dir.path(), &["-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"\xff hi").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("ferroloop run: the prompt read from stdin is not UTF-8"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Usage:"), "{stderr}");
+    assert!(out.stdout.is_empty());
+
+    // A stdin opened for writing only cannot be read (EBADF).
+    let write_only = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join("write-only"))
+        .unwrap();
+    let out = replay_run(dir.path(), &["-"])
+        .stdin(write_only)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("ferroloop run: cannot read the prompt from stdin"),
+        "{stderr}"
+    );
+}
+
 /// `--max-turns 0` is a limit of no model call, as Python's `max_turns=0` and Node's
 /// `maxTurns: 0`: the run stops at once with `max_turns` (exit 0) and sends nothing.
 #[test]
