@@ -467,23 +467,29 @@ fn bad_run_arguments_are_usage_errors() {
     }
 }
 
+/// `ferroloop run` with the replay model in `dir` and `input` written to its stdin, which is
+/// then closed.
+fn run_with_stdin(dir: &std::path::Path, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = replay_run(dir, args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// `ferroloop run -` reads the prompt from stdin (before, `-` was sent as the prompt).
 #[test]
 fn a_dash_reads_the_prompt_from_stdin() {
-    use std::io::Write as _;
     let dir = project();
-    let mut child = replay_run(dir.path(), &["--json", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all("what is in this\nproject? ✓\n".as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(
+        dir.path(),
+        &["--json", "-"],
+        "what is in this\nproject? ✓\n".as_bytes(),
+    );
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stop: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
@@ -500,33 +506,18 @@ fn a_dash_reads_the_prompt_from_stdin() {
 /// `tokens` drop it.
 #[test]
 fn a_stdin_prompt_is_read_as_the_other_subcommands_read_their_input() {
-    use std::io::Write as _;
     let dir = project();
-    let mut child = replay_run(dir.path(), &["--json", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all("\u{feff}what is here?".as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(
+        dir.path(),
+        &["--json", "-"],
+        "\u{feff}what is here?".as_bytes(),
+    );
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stop: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(stop["messages"][0]["content"], "what is here?", "{stop}");
 
-    let mut child = replay_run(dir.path(), &["-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"\xff hi").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(dir.path(), &["-"], b"\xff hi");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(

@@ -4795,6 +4795,26 @@ async fn compaction_after_a_note_on_a_continuation_keeps_the_user_s_prompt() {
     assert!(!first.contains("Resume directly"), "{first}");
 }
 
+/// The events of a run of "go" cancelled at the first event `cancel_at` picks (the run must end
+/// within 10 s of each event).
+async fn run_cancelled_at(
+    agent: &Agent,
+    cancel_at: impl Fn(&AgentEvent) -> bool,
+) -> Vec<AgentEvent> {
+    let mut run = agent.run("go");
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(10), run.next())
+        .await
+        .expect("the run hung")
+    {
+        if cancel_at(&event) {
+            run.cancel();
+        }
+        events.push(event);
+    }
+    events
+}
+
 /// A model whose stream reports its input usage, then text, then never ends.
 struct StartsThenHangs;
 
@@ -4828,17 +4848,7 @@ async fn a_cancelled_call_s_reported_usage_counts_toward_the_run_s_tokens() {
         Arc::new(StartsThenHangs),
         executor(Default::default()),
     );
-    let mut run = agent.run("go");
-    let mut events = Vec::new();
-    while let Some(event) = tokio::time::timeout(Duration::from_secs(10), run.next())
-        .await
-        .expect("the run hung")
-    {
-        if matches!(event, AgentEvent::TextDelta { .. }) {
-            run.cancel();
-        }
-        events.push(event);
-    }
+    let events = run_cancelled_at(&agent, |e| matches!(e, AgentEvent::TextDelta { .. })).await;
     let usages = common::usage_values(&events);
     common::assert_usage_events_add_up(&events);
     assert_eq!(usages.len(), 1, "{events:#?}");
@@ -4888,17 +4898,7 @@ async fn a_call_cancelled_before_it_reported_usage_has_a_null_usage_event() {
         Arc::new(StreamsWithoutUsageThenHangs),
         executor(Default::default()),
     );
-    let mut run = agent.run("go");
-    let mut events = Vec::new();
-    while let Some(event) = tokio::time::timeout(Duration::from_secs(10), run.next())
-        .await
-        .expect("the run hung")
-    {
-        if matches!(event, AgentEvent::TextDelta { .. }) {
-            run.cancel();
-        }
-        events.push(event);
-    }
+    let events = run_cancelled_at(&agent, |e| matches!(e, AgentEvent::TextDelta { .. })).await;
     let usages: Vec<(&Value, u64)> = events
         .iter()
         .filter_map(|e| match e {
@@ -4933,17 +4933,7 @@ async fn a_call_cancelled_before_its_first_event_has_no_usage_event() {
         Arc::new(Hangs),
         executor(Default::default()),
     );
-    let mut run = agent.run("go");
-    let mut events = Vec::new();
-    while let Some(event) = tokio::time::timeout(Duration::from_secs(10), run.next())
-        .await
-        .expect("the run hung")
-    {
-        if matches!(event, AgentEvent::TurnStart { .. }) {
-            run.cancel();
-        }
-        events.push(event);
-    }
+    let events = run_cancelled_at(&agent, |e| matches!(e, AgentEvent::TurnStart { .. })).await;
     assert!(common::usage_values(&events).is_empty(), "{events:#?}");
     let (reason, _, _) = stop(&events);
     assert_eq!(reason, StopReason::Aborted, "{events:#?}");
