@@ -4,7 +4,7 @@
 // are announced through an unref'd wake function and answered like the executor's.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, providerJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { onAbort } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
@@ -179,6 +179,19 @@ function optionalNumber(value, what) {
   return value
 }
 
+function optionalBoolean(value, what) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(`${what} must be a boolean`)
+  return value
+}
+
+/** An agent's `extra` fields as JSON: an object of request fields, numbers JSON can hold. */
+function extraJson(extra) {
+  if (extra === undefined || extra === null) return undefined
+  if (!isObject(extra) || Array.isArray(extra)) throw new InvalidArgumentError('Agent: extra must be an object of request fields')
+  return providerJson(extra, 'Agent: extra')
+}
+
 function optionalString(value, what) {
   if (value === undefined || value === null) return undefined
   if (typeof value !== 'string') throw new InvalidArgumentError(`${what} must be a string`)
@@ -244,17 +257,17 @@ class Agent {
     this.#host = internals.host?.withOwnCalls() ?? null
     const nativeOptions = {
       model: options.model,
-      system: options.system,
+      system: optionalString(options.system, 'system'),
       maxTurns: optionalNumber(options.maxTurns, 'maxTurns'),
       maxTokens: optionalNumber(options.maxTokens, 'maxTokens'),
       tokenBudget: optionalNumber(options.tokenBudget, 'tokenBudget'),
       maxContinuations: optionalNumber(options.maxContinuations, 'maxContinuations'),
       escalatedMaxTokens: optionalNumber(options.escalatedMaxTokens, 'escalatedMaxTokens'),
       keepRecentToolResults: optionalNumber(options.keepRecentToolResults, 'keepRecentToolResults'),
-      promptCaching: options.promptCaching,
-      tokenizer: options.tokenizer,
-      extraJson: options.extra === undefined ? undefined : toJson(options.extra, 'Agent: extra'),
-      workspace: options.workspace,
+      promptCaching: optionalBoolean(options.promptCaching, 'promptCaching'),
+      tokenizer: optionalString(options.tokenizer, 'tokenizer'),
+      extraJson: extraJson(options.extra),
+      workspace: optionalString(options.workspace, 'workspace'),
       fallbackModel: optionalString(options.fallbackModel, 'fallbackModel'),
       fallbackAfter529Retries: optionalNumber(options.fallbackAfter529Retries, 'fallbackAfter529Retries'),
     }
@@ -360,7 +373,7 @@ class Agent {
     }
     let source
     try {
-      const json = toJson(history, 'run: the conversation')
+      const json = providerJson(history, 'run: the conversation')
       source = new ItemSource(callNative(() => this.#native.runJson(json, aborted, runId)), signal)
     } catch (err) {
       ended()

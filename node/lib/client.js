@@ -3,12 +3,14 @@
 // on the native async runtime; their items arrive in batches through a native EventStream.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, providerJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { onAbort } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
+/** An object literal (or of a null prototype): not a Map, an array or a class instance. */
+const isPlainObject = (v) => isObject(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v))
 
 function checkSignal(signal, what) {
   if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
@@ -339,9 +341,16 @@ function nativeOptions(options) {
   const { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts: given, headers, anthropicVersion, anthropicBeta, fromEnv } =
     withoutNulls(options)
   let timeouts = given
-  if (isObject(timeouts)) {
+  if (timeouts !== undefined && !isPlainObject(timeouts)) {
+    // A Map or an array is an object too, but its entries are no own keys: it set nothing.
+    throw new InvalidArgumentError('timeouts must be a plain object ({ connectMs, firstByteMs, firstEventMs, idleMs, stallNoticeMs, totalMs })')
+  }
+  if (timeouts !== undefined) {
     checkKeys(timeouts, TIMEOUT_OPTIONS, 'Client timeouts')
     timeouts = withoutNulls(timeouts)
+    for (const [name, value] of Object.entries(timeouts)) {
+      if (value !== undefined && typeof value !== 'number') throw new InvalidArgumentError(`timeouts.${name} must be a number of milliseconds`)
+    }
   }
   if (provider !== undefined && !PROVIDERS.has(provider)) {
     throw new InvalidArgumentError(`unknown provider ${JSON.stringify(provider)} (expected anthropic, openai-chat or openai-responses)`)
@@ -350,8 +359,16 @@ function nativeOptions(options) {
     throw new InvalidArgumentError('maxRetries must be a non-negative integer')
   }
   if (fromEnv !== undefined && typeof fromEnv !== 'boolean') throw new InvalidArgumentError('fromEnv must be a boolean')
-  if (timeouts !== undefined && !isObject(timeouts)) throw new InvalidArgumentError('timeouts must be an object')
   if (headers !== undefined) checkHeaders(headers)
+  for (const [name, value] of [['apiKey', apiKey], ['baseUrl', baseUrl], ['anthropicVersion', anthropicVersion]]) {
+    if (value !== undefined && typeof value !== 'string') throw new InvalidArgumentError(`${name} must be a string`)
+  }
+  for (const [name, value] of [['retryBaseDelayMs', retryBaseDelayMs], ['retryMaxDelayMs', retryMaxDelayMs]]) {
+    if (value !== undefined && typeof value !== 'number') throw new InvalidArgumentError(`${name} must be a number of milliseconds`)
+  }
+  if (anthropicBeta !== undefined && !(Array.isArray(anthropicBeta) && anthropicBeta.every((beta) => typeof beta === 'string'))) {
+    throw new InvalidArgumentError('anthropicBeta must be an array of strings')
+  }
   return { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta, fromEnv }
 }
 
@@ -372,7 +389,7 @@ function checkHeaders(headers) {
 
 function requestJson(request, what) {
   if (!isObject(request) || Array.isArray(request)) throw new InvalidArgumentError(`${what}: the request must be an object`)
-  return toJson(request, `${what}: the request`)
+  return providerJson(request, `${what}: the request`)
 }
 
 /** A client for one provider endpoint (Anthropic Messages or OpenAI-compatible). */

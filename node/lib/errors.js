@@ -148,6 +148,26 @@ function toJson(value, what, replacer) {
 }
 
 /**
+ * {@link toJson} for what is sent to a provider (a request, an agent's `extra`): a number JSON
+ * has no form for (NaN, ±Infinity) is an InvalidArgumentError naming its key, where
+ * JSON.stringify writes `null` and a `temperature: NaN` was sent as no temperature (Python
+ * refuses such a float). The text is checked only when it holds a `null`, which every such
+ * number becomes, so a request without one is written once.
+ */
+function providerJson(value, what) {
+  const json = toJson(value, what)
+  if (json !== undefined && json.includes('null')) toJson(value, what, refuseNonFinite)
+  return json
+}
+
+function refuseNonFinite(key, value) {
+  if (typeof value === 'number' && !Number.isFinite(value)) {
+    throw new InvalidArgumentError(`${key === '' ? 'the value' : JSON.stringify(key)} is ${value}, which JSON has no form for (it would be sent as null)`)
+  }
+  return value
+}
+
+/**
  * The options argument of a call (`run(x, { signal })`): `{}` when absent, else it must be an
  * object (destructuring `null` in the parameter list threw a bare TypeError).
  */
@@ -222,6 +242,7 @@ module.exports = {
   fromErrorItem,
   callNative,
   toJson,
+  providerJson,
   wellFormed,
   callOptions,
   checkKeys,

@@ -851,7 +851,7 @@ export interface ClientOptions {
   retryBaseDelayMs?: number | null
   /** The largest backoff ceiling in milliseconds (default 32,000). */
   retryMaxDelayMs?: number | null
-  /** Watchdog timeouts. */
+  /** Watchdog timeouts: a plain object (a Map or an array is an InvalidArgumentError). */
   timeouts?: ClientTimeouts | null
   /** Extra headers sent with every request. */
   headers?: Record<string, string> | null
@@ -940,7 +940,11 @@ export declare class Client {
   readonly provider: Provider
   /** The endpoint's base URL. */
   readonly baseUrl: string
-  /** Starts a streaming request (`stream: true` is set). */
+  /**
+   * Starts a streaming request (`stream: true` is set). A number JSON has no form for (NaN,
+   * ±Infinity) anywhere in the request is an InvalidArgumentError naming its key, not sent as
+   * `null`.
+   */
   stream(request: Record<string, unknown>, options?: RequestOptions): MessageStream
   /** A non-streaming request (`stream: false` is sent, whatever `request` says): the provider's JSON response. */
   create(request: Record<string, unknown>, options?: RequestOptions): Promise<any>
@@ -994,7 +998,10 @@ export interface AgentOptions {
    * when `extra` sets the output limit. Python's `escalated_max_tokens`.
    */
   escalatedMaxTokens?: number | null
-  /** Recent tool results microcompact keeps (default 5); the last turn's, not yet read by the model, are always kept. */
+  /**
+   * Recent tool results microcompact keeps (default 5; any count below 2^64, as in Python and
+   * C); the last turn's, not yet read by the model, are always kept.
+   */
   keepRecentToolResults?: number | null
   /**
    * The model to switch to when the model is overloaded (a call failing with HTTP 529 or an
@@ -1020,7 +1027,8 @@ export interface AgentOptions {
   /**
    * Extra fields merged into every request (temperature, thinking, metadata, ...), except
    * `tools`: an array added to the tools' definitions (tools the provider runs itself, such as
-   * Anthropic's `{ type: 'web_search_20250305', name: 'web_search' }`).
+   * Anthropic's `{ type: 'web_search_20250305', name: 'web_search' }`). A number JSON has no
+   * form for (NaN, ±Infinity) is an InvalidArgumentError naming its key, not sent as `null`.
    */
   extra?: Record<string, unknown> | null
 }

@@ -43,6 +43,7 @@ module.exports = {
 delete module.exports.callNative
 delete module.exports.fromErrorItem
 delete module.exports.toJson
+delete module.exports.providerJson
 delete module.exports.callOptions
 delete module.exports.checkKeys
 delete module.exports.checkedOptions

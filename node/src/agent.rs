@@ -23,6 +23,7 @@ use crate::client::NativeClient;
 use crate::error::{FerroloopError, invalid_json};
 use crate::exec::{
     ExecutorOptions, ToolSpec, WakeFn, executor_config, register_js_tool, small_count, whole,
+    whole_usize,
 };
 use crate::guard;
 use crate::js_tools::{Decide, JsRunId, JsToolQueues, read_json};
@@ -86,7 +87,8 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
         config.escalated_max_tokens = (tokens > 0).then_some(tokens);
     }
     if let Some(n) = options.keep_recent_tool_results {
-        config.keep_recent_tool_results = small_count(n, 0, "keepRecentToolResults")? as usize;
+        // A count of results, as the core holds it (Python and C take up to 2^64 - 1 too).
+        config.keep_recent_tool_results = whole_usize(n, "keepRecentToolResults")?;
     }
     config.fallback_model.clone_from(&options.fallback_model);
     if let Some(n) = options.fallback_after_529_retries {

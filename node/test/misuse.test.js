@@ -308,13 +308,14 @@ test('counts that are negative, fractional or past 2^32 are invalid arguments, n
   for (const n of [-1, 1.5, 2 ** 32, Infinity]) {
     assert.throws(() => new ToolExecutor({ maxConcurrency: n }), InvalidArgumentError, `maxConcurrency ${n}`)
     assert.throws(() => new Client({ apiKey: 'k', maxRetries: n }), InvalidArgumentError, `maxRetries ${n}`)
-    for (const option of ['maxTurns', 'maxContinuations', 'keepRecentToolResults']) {
+    for (const option of ['maxTurns', 'maxContinuations']) {
       assert.throws(() => new Agent(client, { model: 'm', [option]: n }), InvalidArgumentError, `${option} ${n}`)
     }
   }
   // Token counts cross as u64: a value past it was clamped to 2^64 - 1 without a word.
   for (const n of [-1, 1.5, 2 ** 64, 1e300, Infinity]) {
-    for (const option of ['maxTokens', 'tokenBudget', 'escalatedMaxTokens']) {
+    // A count of tool results is one too, as in Python and C (it crossed as u32: 2^32 was refused).
+    for (const option of ['maxTokens', 'tokenBudget', 'escalatedMaxTokens', 'keepRecentToolResults']) {
       assert.throws(
         () => new Agent(client, { model: 'm', [option]: n }),
         (err) => err instanceof InvalidArgumentError && err.message.startsWith(`${option} must be`),
@@ -322,7 +323,7 @@ test('counts that are negative, fractional or past 2^32 are invalid arguments, n
       )
     }
   }
-  new Agent(client, { model: 'm', maxTokens: 2 ** 63, tokenBudget: Number.MAX_SAFE_INTEGER, escalatedMaxTokens: 0 })
+  new Agent(client, { model: 'm', maxTokens: 2 ** 63, tokenBudget: Number.MAX_SAFE_INTEGER, escalatedMaxTokens: 0, keepRecentToolResults: 2 ** 32 })
   assert.throws(() => new ToolExecutor({ maxConcurrency: 0 }), /maxConcurrency must be a whole number from 1/)
   // The valid extremes still work.
   const ex = new ToolExecutor({ maxConcurrency: 2 ** 32 - 1 }).tool({ name: 't', concurrencySafe: true }, async () => 'ok')
@@ -607,4 +608,40 @@ test("a tracker's saturated count goes into a budget's state, as in Python", () 
     assert.throws(() => budget.state(bad), InvalidArgumentError)
     assert.throws(() => budget.percentLeft(bad), InvalidArgumentError)
   }
+})
+
+test('options of the wrong type are refused by name, and numbers JSON has no form for are not sent as null', async () => {
+  // These reached napi unchecked ("Failed to convert JavaScript value ... into rust type"), a Map
+  // or an array as timeouts set nothing, and NaN in a request or an agent's extra was sent as
+  // null (a temperature: NaN became no temperature) where Python refuses the float.
+  const refused = (call, message) =>
+    assert.throws(call, (err) => err instanceof InvalidArgumentError && err.message.includes(message), message)
+  refused(() => new Client({ apiKey: 5 }), 'apiKey must be a string')
+  refused(() => new Client({ apiKey: 'k', baseUrl: new URL('http://127.0.0.1:9') }), 'baseUrl must be a string')
+  refused(() => new Client({ apiKey: 'k', anthropicVersion: 1 }), 'anthropicVersion must be a string')
+  refused(() => new Client({ apiKey: 'k', retryBaseDelayMs: '5' }), 'retryBaseDelayMs must be a number')
+  refused(() => new Client({ apiKey: 'k', anthropicBeta: 'a,b' }), 'anthropicBeta must be an array of strings')
+  refused(() => new Client({ apiKey: 'k', anthropicBeta: [1] }), 'anthropicBeta must be an array of strings')
+  refused(() => new Client({ apiKey: 'k', timeouts: new Map([['totalMs', 0]]) }), 'timeouts must be a plain object')
+  refused(() => new Client({ apiKey: 'k', timeouts: [] }), 'timeouts must be a plain object')
+  refused(() => new Client({ apiKey: 'k', timeouts: { idleMs: '5' } }), 'timeouts.idleMs must be a number')
+  const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9', maxRetries: 0 })
+  refused(() => new Agent(client, { model: 'm', system: 5 }), 'system must be a string')
+  refused(() => new Agent(client, { model: 'm', promptCaching: 1 }), 'promptCaching must be a boolean')
+  refused(() => new Agent(client, { model: 'm', tokenizer: 5 }), 'tokenizer must be a string')
+  refused(() => new Agent(client, { model: 'm', workspace: 5 }), 'workspace must be a string')
+  refused(() => new Agent(client, { model: 'm', extra: () => ({ temperature: 2 }) }), 'extra must be an object')
+  for (const bad of [NaN, Infinity, -Infinity]) {
+    refused(() => new Agent(client, { model: 'm', extra: { temperature: bad } }), `"temperature" is ${bad}, which JSON has no form for`)
+    await assert.rejects(
+      async () => {
+        for await (const _ of client.stream({ model: 'm', max_tokens: 10, temperature: bad, messages: [{ role: 'user', content: 'hi' }] })) {
+          // Nothing is sent.
+        }
+      },
+      (err) => err instanceof InvalidArgumentError && err.message.includes(`"temperature" is ${bad}`),
+    )
+  }
+  // A null the caller wrote is sent as written.
+  new Agent(client, { model: 'm', extra: { metadata: { user_id: null }, temperature: 0.5 } })
 })
