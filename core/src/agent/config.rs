@@ -103,7 +103,9 @@ pub struct AgentConfig {
     pub keep_recent_tool_results: usize,
     /// Place `cache_control` breakpoints (system, tools, last message).
     pub prompt_caching: bool,
-    /// Extra fields merged into every request (temperature, metadata, thinking, ...). A `tools`
+    /// Extra fields merged into every request (temperature, metadata, thinking, ...): a `system`
+    /// here is the system prompt (as blocks, say, with their own `cache_control`) and may not be
+    /// given beside [`system`](Self::system); a `stream` must be `true`. A `tools`
     /// array is added to the executor's tool definitions rather than replacing them: that is
     /// where tools the provider runs go (Anthropic server tools such as
     /// `{"type": "web_search_20250305", "name": "web_search"}`).
@@ -163,7 +165,8 @@ impl AgentConfig {
 
     /// Checks what the API would refuse only after a round trip, or only once the case arises
     /// mid-run: an empty model (or fallback model) name, extra `messages` or `model` (which
-    /// would replace the loop's own), extra `tools` that are not an array, an output limit
+    /// would replace the loop's own), an extra `system` beside a configured system prompt, an
+    /// extra `stream` other than `true`, extra `tools` that are not an array, an output limit
     /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, a
     /// `tool_choice` forcing tool use (`any`, `tool`) with thinking on, an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
@@ -204,6 +207,24 @@ impl AgentConfig {
                     "extra \"{key}\" would replace the loop's own: {instead}"
                 ));
             }
+        }
+        // A system prompt given both ways: the extra one was sent and the configured one dropped
+        // without a word. Given only in `extra` (blocks with `cache_control`), it is the prompt.
+        if self.extra.contains_key("system") && self.system_prompt().is_some() {
+            return Err(
+                "extra \"system\" would replace the system prompt given: give it one way"
+                    .to_owned(),
+            );
+        }
+        // The loop reads a stream: `"stream": false` was overwritten without a word.
+        if let Some(stream) = self
+            .extra
+            .get("stream")
+            .filter(|s| **s != Value::Bool(true))
+        {
+            return Err(format!(
+                "extra \"stream\" must be true if given (the loop reads a stream), not {stream}"
+            ));
         }
         if let Some(tools) = self.extra.get("tools").filter(|tools| !tools.is_array()) {
             return Err(format!(
@@ -435,6 +456,35 @@ mod tests {
                     "extra \"{key}\" would replace the loop's own: {advice}"
                 ))
             );
+        }
+    }
+
+    /// A system prompt given in `extra` and in the configuration was sent from `extra`, the
+    /// configured one dropped without a word; `"stream": false` was overwritten. Both are refused
+    /// at the start; a system prompt in `extra` alone, or `"stream": true`, is taken.
+    #[test]
+    fn an_extra_system_beside_the_configured_one_and_an_extra_stream_off_are_refused() {
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        config.system = Some("You are terse.".into());
+        config
+            .extra
+            .insert("system".into(), json!([{"type": "text", "text": "Other."}]));
+        assert_eq!(
+            config.check(),
+            Err("extra \"system\" would replace the system prompt given: give it one way".into())
+        );
+        config.system = None;
+        assert_eq!(config.check(), Ok(()));
+        config.system = Some("  ".into());
+        assert_eq!(config.check(), Ok(()), "a blank prompt is not sent");
+        for (stream, ok) in [
+            (json!(false), false),
+            (json!("yes"), false),
+            (json!(true), true),
+        ] {
+            let mut config = AgentConfig::new("claude-sonnet-4-5");
+            config.extra.insert("stream".into(), stream.clone());
+            assert_eq!(config.check().is_ok(), ok, "{stream}");
         }
     }
 
