@@ -367,7 +367,9 @@ export interface ToolDeclaration<Input = any> {
   timeoutMs?: number | null
   /**
    * Result limit in characters (oversized results become a preview plus a spill file); Infinity
-   * for none. A whole number below 2^64 (a larger one is refused, not clamped).
+   * for none. A whole number below 2^64 (a larger one is refused, not clamped). A result holding
+   * a block other than text (an image) is delivered whole, by this limit and the turn budget
+   * alike, in every language: only text results are replaced.
    */
   maxResultChars?: number | null
   /**

@@ -183,7 +183,9 @@ class ToolExecutor:
 
     ``max_result_chars`` is the default result size limit (default 50,000 characters; larger
     results are spilled to a file in ``spill_dir``, default ``<temp dir>/ferroloop-tool-results``,
-    an empty one is refused, and replaced by a preview; ``math.inf`` for no limit, as Node's ``Infinity``); ``turn_budget_chars`` is the aggregate limit of one turn's
+    an empty one is refused, and replaced by a preview; ``math.inf`` for no limit, as Node's ``Infinity``;
+    a result holding a block other than text, such as an image, is delivered whole, in every
+    language: only text results are replaced); ``turn_budget_chars`` is the aggregate limit of one turn's
     results (default 200,000 characters; over it, the largest results are spilled, largest
     first; ``None`` or ``math.inf`` disables it, as Node's ``Infinity``); ``default_timeout`` (seconds above 0: 0 is refused; default none) applies to tools
     that declare none; ``cleanup_grace`` (seconds, default 5) is how long a cancelled tool may

@@ -2073,8 +2073,9 @@ fl_status fl_executor_add_tool_json_with_safety(fl_executor *executor,
  * 50,000 characters), or the largest results of a run whose results exceed the turn budget
  * (`turn_budget_chars`, default 200,000 characters in total), are written to a spill file in
  * the spill directory (default `<system temp dir>/ferroloop-tool-results/`) and replaced by a
- * preview (its first 2 KiB, newline-aligned) plus the file's path. `fl_executor_new_json` and
- * `fl_executor_add_tool_json` set them.
+ * preview (its first 2 KiB, newline-aligned) plus the file's path. A result holding a block
+ * other than text (an image) is delivered whole by both: only text results are replaced.
+ * `fl_executor_new_json` and `fl_executor_add_tool_json` set them.
  *
  * `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
  * see `fl_tool_call_cancelled`) and the queued ones never start. A token stays cancelled: a
