@@ -1341,6 +1341,40 @@ async fn calls_refused_by_the_submitter_are_answered_in_place_and_never_run() {
     )));
 }
 
+/// A batch run answers the calls its host refused as a turn's submission does: in place, never
+/// run (Python's `run` of a call whose input it could not convert failed the whole batch).
+#[tokio::test]
+async fn a_batch_run_answers_the_calls_its_host_refused_in_place() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let results = exec
+        .run_checked_with_host_data(
+            vec![
+                call("a", "script", true, 10, "ok"),
+                call("b", "script", true, 10, "ok"),
+                call("c", "script", true, 10, "ok"),
+            ],
+            vec![(1, "the input cannot be sent as JSON: a date".into())],
+            Arc::new(()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&results), ["a", "b", "c"]);
+    assert_eq!(
+        results.iter().map(text).collect::<Vec<_>>(),
+        [
+            "a ok",
+            "Invalid input for tool 'script': the input cannot be sent as JSON: a date",
+            "c ok",
+        ]
+    );
+    assert!(
+        !probe.log().iter().any(|line| line.contains(" b")),
+        "{:?}",
+        probe.log()
+    );
+}
+
 /// A tool that cancels the run and returns at once (a "stop" tool, or a C tool that cancels its
 /// run's token from its callback): the exclusive call queued after it must not start. The turn
 /// used to look at its token only when a step began, so the next call was admitted in the same

@@ -99,7 +99,9 @@ class Turn(AsyncClosing):
         """Submits a ``tool_use`` block (``id``, ``name``, ``input``; without ``input`` the tool
         runs with ``{}``, as in Node and C), or several at once (``submit(a, b)``, as Node's
         ``submit(...toolUses)``): in order, all or none (an entry that is no tool use is a
-        ``TypeError`` before any is submitted). Each tool runs in a copy of the current
+        ``TypeError`` before any is submitted; a call whose ``input`` cannot be converted to
+        JSON is submitted and answered with its own error result, never run, as ``run`` answers
+        it). Each tool runs in a copy of the current
         ``contextvars`` context (this call's). Raises ``TurnSealedError`` (an
         ``InvalidStateError`` and a ``ToolError``) once the turn is sealed."""
         self._native.submit(tool_use, *more)
@@ -293,7 +295,13 @@ class ToolExecutor:
         call). Cancelling the awaiting task cancels the running tools (their tasks see
         ``asyncio.CancelledError``). A tool that raises gives an error result (``is_error``)
         for the model to read, and the other calls run on unless that tool
-        ``cancels_siblings_on_error``."""
+        ``cancels_siblings_on_error``. A call whose ``input`` cannot be converted to JSON (a
+        ``datetime``, an int past 64 bits) gets its own error result, "Invalid input for tool
+        'name': the input cannot be sent as JSON: ...", in its place, and the others run, as in
+        Node; a dict that is no ``tool_use`` (no ``id``) is a ``TypeError`` or ``ValueError`` of
+        the whole call, and so is one ``tool_use`` dict given instead of a list of them."""
+        if isinstance(tool_uses, dict):
+            raise TypeError("tool_uses must be a list of tool_use dicts, not one dict (wrap it in a list)")
         return await self._native.run(list(tool_uses))
 
     def turn(self) -> Turn:

@@ -539,7 +539,7 @@ impl PyExecutor {
         tool_uses: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         shield(py, "ToolExecutor.run", || {
-            let tool_uses = tool_uses_of(tool_uses)?;
+            let CheckedToolUses { tool_uses, refused } = tool_uses_of(tool_uses)?;
             let executor = self.executor()?;
             let bridge = self.bind_running_loop(py)?;
             // The tools run in copies of the caller's context (captured once per run).
@@ -549,7 +549,9 @@ impl PyExecutor {
                 py,
                 &bridge,
                 async move {
-                    let results = executor.run_with_host_data(tool_uses, context).await;
+                    let results = executor
+                        .run_checked_with_host_data(tool_uses, refused, context)
+                        .await;
                     drop(lease);
                     Ok(results)
                 },
@@ -626,24 +628,26 @@ impl PyTurn {
         more: &Bound<'_, PyTuple>,
     ) -> PyResult<()> {
         shield(py, "Turn.submit", || {
-            let mut tool_uses = Vec::with_capacity(1 + more.len());
-            tool_uses.push(tool_use_of(tool_use)?);
-            for other in more.iter() {
-                tool_uses.push(tool_use_of(&other)?);
-            }
+            let CheckedToolUses { tool_uses, refused } = CheckedToolUses::of(
+                std::iter::once(Ok(tool_use.clone())).chain(more.iter().map(Ok)),
+            )?;
             // The calls run in copies of the submitter's context.
             let context = CallerContext::current(py)?;
             // The turn's lock is taken with the interpreter released (see `progress`).
             py.detach(|| {
                 let CallerContext::Turn(contexts) = self.contexts.as_ref() else {
-                    return self.handle.submit_vec(tool_uses);
+                    return self
+                        .handle
+                        .submit_vec_checked(tool_uses, Vec::new(), refused);
                 };
                 // Held across the submission, so the contexts' positions are the calls'
                 // indexes (a tool may be called, on the runtime, as soon as it is submitted).
                 let mut contexts = lock(contexts);
                 let before = contexts.len();
                 contexts.extend(std::iter::repeat_n(context, tool_uses.len()));
-                let submitted = self.handle.submit_vec(tool_uses);
+                let submitted = self
+                    .handle
+                    .submit_vec_checked(tool_uses, Vec::new(), refused);
                 if submitted.is_err() {
                     contexts.truncate(before);
                 }
@@ -798,8 +802,35 @@ fn result_limit(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Option<usize>>
     non_negative(name, chars).map(Some)
 }
 
-/// A `tool_use` dict (`{"type": "tool_use", "id", "name", "input"}`; `type` optional).
-fn tool_use_of(obj: &Bound<'_, PyAny>) -> PyResult<ToolUse> {
+/// `tool_use` dicts as the core takes them, with the calls whose input cannot be converted to
+/// JSON (a `datetime`, an int past 64 bits) as `(position, reason)`: each such call gets its
+/// own `is_error` result in its place, never run, and the others run, as in Node. A dict that
+/// is no `tool_use` (no `id`, a `name` that is no `str`) is still an error of the whole call.
+struct CheckedToolUses {
+    tool_uses: Vec<ToolUse>,
+    refused: Vec<(usize, String)>,
+}
+
+impl CheckedToolUses {
+    fn of<'py>(items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>) -> PyResult<Self> {
+        let mut checked = CheckedToolUses {
+            tool_uses: Vec::new(),
+            refused: Vec::new(),
+        };
+        for (at, item) in items.enumerate() {
+            let (tool_use, refusal) = tool_use_checked(&item?)?;
+            if let Some(reason) = refusal {
+                checked.refused.push((at, reason));
+            }
+            checked.tool_uses.push(tool_use);
+        }
+        Ok(checked)
+    }
+}
+
+/// A `tool_use` dict (`{"type": "tool_use", "id", "name", "input"}`; `type` optional), and why
+/// its input cannot be sent, if it cannot (the call then carries no input).
+fn tool_use_checked(obj: &Bound<'_, PyAny>) -> PyResult<(ToolUse, Option<String>)> {
     let py = obj.py();
     let dict = obj
         .cast::<PyDict>()
@@ -810,24 +841,33 @@ fn tool_use_of(obj: &Bound<'_, PyAny>) -> PyResult<ToolUse> {
             .extract::<String>()
             .map_err(|_| PyTypeError::new_err(format!("tool_use \"{key}\" must be a str")))
     };
-    // A missing input is the core's to decide (`ToolUse::with_optional_input`: `{}`).
-    let input = match dict.get_item(pyo3::intern!(py, "input"))? {
-        Some(input) => Some(py_to_value_nan_as_null(&input).map_err(PyValueError::new_err)?),
-        None => None,
-    };
-    Ok(ToolUse::with_optional_input(
+    let (id, name) = (
         field(pyo3::intern!(py, "id"))?,
         field(pyo3::intern!(py, "name"))?,
-        input,
-    ))
+    );
+    // A missing input is the core's to decide (`ToolUse::with_optional_input`: `{}`).
+    let (input, refusal) = match dict.get_item(pyo3::intern!(py, "input"))? {
+        Some(input) => match py_to_value_nan_as_null(&input) {
+            Ok(value) => (Some(value), None),
+            Err(error) => (
+                None,
+                Some(format!("the input cannot be sent as JSON: {error}")),
+            ),
+        },
+        None => (None, None),
+    };
+    Ok((ToolUse::with_optional_input(id, name, input), refusal))
 }
 
-fn tool_uses_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<ToolUse>> {
-    let mut out = Vec::new();
-    for item in obj.try_iter()? {
-        out.push(tool_use_of(&item?)?);
+/// The `tool_uses` argument of `run`: an iterable of `tool_use` dicts. One dict alone is
+/// refused by name (iterating it gave its keys, refused as "a tool_use must be a dict").
+fn tool_uses_of(obj: &Bound<'_, PyAny>) -> PyResult<CheckedToolUses> {
+    if obj.is_instance_of::<PyDict>() {
+        return Err(PyTypeError::new_err(
+            "tool_uses must be a list of tool_use dicts, not one dict (wrap it in a list)",
+        ));
     }
-    Ok(out)
+    CheckedToolUses::of(obj.try_iter()?)
 }
 
 fn results_to_py(py: Python<'_>, results: &[ToolResult]) -> PyResult<Py<PyAny>> {

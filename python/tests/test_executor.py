@@ -794,8 +794,10 @@ async def test_unconvertible_or_too_deep_values_are_errors_not_crashes() -> None
     deep: Any = {}
     for _ in range(100_000):
         deep = {"d": deep}
-    with pytest.raises(ValueError, match="nested more than"):
-        await ex.run([use(3, "give", what=deep)])
+    # An input that deep is its own call's error (it failed the whole run), naming the limit.
+    [result] = await ex.run([use(3, "give", what=deep)])
+    assert result["is_error"] and "the input cannot be sent as JSON" in result["content"]
+    assert "nested more than" in result["content"]
 
 
 @pytest.mark.asyncio
@@ -1184,3 +1186,43 @@ async def test_is_error_is_read_as_python_reads_a_condition() -> None:
     flags: list[Any] = [True, 1, "yes", [0], False, 0, "", None, [], {}]
     results = await ex.run([use(i, "answer", flag=flag) for i, flag in enumerate(flags)])
     assert [r["is_error"] for r in results] == [bool(flag) for flag in flags]
+
+
+@pytest.mark.asyncio
+async def test_an_input_that_cannot_be_sent_is_its_call_s_error_and_the_others_run() -> None:
+    # One such input failed the whole run with a ValueError naming neither the call nor the
+    # field, and no call ran; Node answers such a call in its place and runs the others.
+    import datetime
+
+    ex = ferroloop.ToolExecutor()
+    ran: list[str] = []
+
+    @ex.tool(name="t")
+    async def t(inp: dict[str, Any]) -> str:
+        ran.append(inp["k"])
+        return "ok"
+
+    uses = [
+        {"id": "a", "name": "t", "input": {"k": "a"}},
+        {"id": "b", "name": "t", "input": {"k": datetime.date(2020, 1, 1)}},
+        {"id": "c", "name": "t", "input": {"k": 2**70}},
+        {"id": "d", "name": "t", "input": {"k": "d"}},
+        {"id": "e", "name": "nope", "input": {"k": object()}},
+    ]
+    results = await ex.run(uses)
+    assert [r["tool_use_id"] for r in results] == ["a", "b", "c", "d", "e"]
+    assert [r.get("is_error", False) for r in results] == [False, True, True, False, True]
+    for result in results[1:3]:
+        assert str(result["content"]).startswith("Invalid input for tool 't': the input cannot be sent as JSON: ")
+    assert str(results[4]["content"]).startswith("Unknown tool 'nope'")
+    assert sorted(ran) == ["a", "d"]
+    # A streaming turn answers it the same way.
+    turn = ex.turn()
+    turn.submit(uses[0], uses[1])
+    turn.seal()
+    streamed = [event async for event in turn]
+    finished = [e for e in streamed if e["type"] == "finished"]
+    assert [(e["tool_use_id"], e["status"]) for e in finished if e["tool_use_id"] == "b"] == [("b", "rejected")]
+    # One tool_use dict instead of a list is refused by name (its keys were read as tool uses).
+    with pytest.raises(TypeError, match="tool_uses must be a list of tool_use dicts, not one dict"):
+        await ex.run(uses[0])  # type: ignore[arg-type]

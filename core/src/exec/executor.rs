@@ -243,7 +243,7 @@ impl ToolExecutor {
     /// tools. A fatal tool error ends the turn with [`TurnError::Fatal`], which carries the
     /// results.
     pub async fn run(&self, tool_uses: Vec<ToolUse>) -> Result<Vec<ToolResult>, TurnError> {
-        self.run_with(tool_uses, None).await
+        self.run_with(tool_uses, Vec::new(), None).await
     }
 
     /// [`run`](Self::run), with `host` attached: each call's
@@ -253,16 +253,30 @@ impl ToolExecutor {
         tool_uses: Vec<ToolUse>,
         host: HostData,
     ) -> Result<Vec<ToolResult>, TurnError> {
-        self.run_with(tool_uses, Some(host)).await
+        self.run_with(tool_uses, Vec::new(), Some(host)).await
+    }
+
+    /// [`run_with_host_data`](Self::run_with_host_data) with the calls the host refused itself,
+    /// as `(position in tool_uses, reason)` in ascending order (a binding that could not convert
+    /// a call's input): each keeps its place and gets its one result, never run, as
+    /// [`TurnHandle::submit_vec_checked`](super::TurnHandle::submit_vec_checked) answers them.
+    pub async fn run_checked_with_host_data(
+        &self,
+        tool_uses: Vec<ToolUse>,
+        refused: Vec<(usize, String)>,
+        host: HostData,
+    ) -> Result<Vec<ToolResult>, TurnError> {
+        self.run_with(tool_uses, refused, Some(host)).await
     }
 
     async fn run_with(
         &self,
         tool_uses: Vec<ToolUse>,
+        refused: Vec<(usize, String)>,
         host: Option<HostData>,
     ) -> Result<Vec<ToolResult>, TurnError> {
         let mut turn = Turn::new(self.inner.clone(), false, host);
-        turn.accept_batch(tool_uses);
+        turn.accept_batch(tool_uses, refused);
         turn.finish().await
     }
 

@@ -622,12 +622,19 @@ impl Turn {
     }
 
     /// Accepts a whole batch directly (no inbox, no lock) and seals the turn.
-    pub(crate) fn accept_batch(&mut self, tool_uses: Vec<ToolUse>) {
+    /// Takes a whole batch and seals the turn. `refused` holds `(position, reason)` pairs in
+    /// ascending order, as [`TurnHandle::submit_vec_checked`] takes them: those calls are
+    /// answered in place, never run.
+    pub(crate) fn accept_batch(&mut self, tool_uses: Vec<ToolUse>, refused: Vec<(usize, String)>) {
         self.stopped = self.shared.cancellation.observe();
         self.slots.reserve(tool_uses.len());
         self.admission.reserve(tool_uses.len());
-        for tool_use in tool_uses {
-            self.accept(tool_use, None, None);
+        let mut refused = refused.into_iter().peekable();
+        for (at, tool_use) in tool_uses.into_iter().enumerate() {
+            let refusal = refused
+                .next_if(|(position, _)| *position == at)
+                .map(|(_, why)| why);
+            self.accept(tool_use, None, refusal);
         }
         self.sealed = true;
         self.shared.lock().sealed = true;
