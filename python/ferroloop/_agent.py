@@ -208,7 +208,7 @@ class Agent:
         token_budget: Optional[int] = None,
         max_continuations: Optional[int] = None,
         escalated_max_tokens: Optional[int] = None,
-        prompt_caching: bool = True,
+        prompt_caching: Optional[bool] = True,
         extra: Optional[dict[str, Any]] = None,
         keep_recent_tool_results: Optional[int] = None,
         tokenizer: Optional[str] = None,

@@ -98,7 +98,7 @@ class Client(AsyncClosing):
 
     ``api_key`` and ``base_url`` default to the provider's environment variables
     (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``)
-    unless ``from_env=False``. Retries (``max_retries``, default 10) use exponential backoff
+    unless ``from_env=False`` (``None`` is the default, as Node's ``fromEnv: null``). Retries (``max_retries``, default 10) use exponential backoff
     with full jitter from ``retry_base_delay`` (default 0.5 s) up to ``retry_max_delay``
     (default 32 s), honouring ``retry-after`` up to 60 s (a longer one is not waited for: the
     backoff applies instead); they cover 408/409/429/5xx/529 and connection failures before the
@@ -139,7 +139,7 @@ class Client(AsyncClosing):
         stall_notice: Optional[float] = None,
         headers: Optional[dict[str, str]] = None,
         anthropic_beta: Optional[list[str]] = None,
-        from_env: bool = True,
+        from_env: Optional[bool] = True,
         anthropic_version: Optional[str] = None,
     ) -> None:
         if headers is not None:

@@ -369,7 +369,7 @@ class _Client:
         stall_notice: Optional[float] = None,
         headers: Optional[list[tuple[str, str]]] = None,
         anthropic_beta: Optional[list[str]] = None,
-        from_env: bool = True,
+        from_env: Optional[bool] = None,
         anthropic_version: Optional[str] = None,
     ) -> _Client: ...
     @property
@@ -402,7 +402,7 @@ class _Agent:
         token_budget: Optional[int] = None,
         max_continuations: Optional[int] = None,
         escalated_max_tokens: Optional[int] = None,
-        prompt_caching: bool = True,
+        prompt_caching: Optional[bool] = None,
         extra: Optional[dict[str, Any]] = None,
         keep_recent_tool_results: Optional[int] = None,
         tokenizer: Optional[str] = None,

@@ -50,7 +50,7 @@ impl PyAgent {
     }
 
     #[new]
-    #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, escalated_max_tokens = None, prompt_caching = true, extra = None, keep_recent_tool_results = None, tokenizer = None, fallback_model = None, fallback_after_529_retries = None))]
+    #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, escalated_max_tokens = None, prompt_caching = None, extra = None, keep_recent_tool_results = None, tokenizer = None, fallback_model = None, fallback_after_529_retries = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -65,7 +65,7 @@ impl PyAgent {
         token_budget: Option<i128>,
         max_continuations: Option<i128>,
         escalated_max_tokens: Option<i128>,
-        prompt_caching: bool,
+        prompt_caching: Option<bool>,
         extra: Option<&Bound<'_, PyAny>>,
         keep_recent_tool_results: Option<i128>,
         tokenizer: Option<&str>,
@@ -121,7 +121,8 @@ impl PyAgent {
             if let Some(tokens) = escalated_max_tokens {
                 config.escalated_max_tokens = (tokens > 0).then_some(tokens);
             }
-            config.prompt_caching = prompt_caching;
+            // None is the default (on), as Node's `promptCaching: null`.
+            config.prompt_caching = prompt_caching.unwrap_or(true);
             if let Some(keep) = keep_recent_tool_results {
                 config.keep_recent_tool_results = keep;
             }

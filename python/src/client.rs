@@ -52,9 +52,16 @@ pub(crate) fn timeout_seconds(name: &str, value: f64) -> PyResult<Duration> {
 
 /// The error of a timeout of 0 seconds (or one that rounds to 0), as the user gave it.
 pub(crate) fn zero_timeout(name: &str, value: f64) -> PyErr {
+    // A value above 0 that rounds to 0 says so, as Node's does: "must be above 0, got 1e-10"
+    // read as a contradiction.
+    let rounded = if value > 0.0 {
+        ", which is under a nanosecond"
+    } else {
+        ""
+    };
     PyValueError::new_err(format!(
-        "{name} must be above 0 seconds, got {value}: nothing could finish within it (leave it \
-         unset for the default; a very long timeout is none)"
+        "{name} must be above 0 seconds, got {value}{rounded}: nothing could finish within it \
+         (leave it unset for the default; a very long timeout is none)"
     ))
 }
 
@@ -111,7 +118,7 @@ impl PyClient {
 #[pymethods]
 impl PyClient {
     #[new]
-    #[pyo3(signature = (provider = None, *, api_key = None, base_url = None, max_retries = None, retry_base_delay = None, retry_max_delay = None, timeout = None, connect_timeout = None, first_byte_timeout = None, first_event_timeout = None, idle_timeout = None, stall_notice = None, headers = None, anthropic_beta = None, from_env = true, anthropic_version = None))]
+    #[pyo3(signature = (provider = None, *, api_key = None, base_url = None, max_retries = None, retry_base_delay = None, retry_max_delay = None, timeout = None, connect_timeout = None, first_byte_timeout = None, first_event_timeout = None, idle_timeout = None, stall_notice = None, headers = None, anthropic_beta = None, from_env = None, anthropic_version = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -129,12 +136,13 @@ impl PyClient {
         stall_notice: Option<f64>,
         headers: Option<Vec<(String, String)>>,
         anthropic_beta: Option<Vec<String>>,
-        from_env: bool,
+        from_env: Option<bool>,
         anthropic_version: Option<String>,
     ) -> PyResult<Self> {
         shield(py, "Client.__init__", || {
             let provider = provider_of(provider)?;
-            let mut config = if from_env {
+            // None is the default (reading the environment), as Node's `fromEnv: null`.
+            let mut config = if from_env.unwrap_or(true) {
                 ClientConfig::from_env(provider)
             } else {
                 ClientConfig::new(provider)

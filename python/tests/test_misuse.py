@@ -530,3 +530,12 @@ def test_deep_values_from_plain_tools_convert_on_the_worker_threads_without_a_cr
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "ok"
+
+
+def test_none_for_a_bool_option_is_its_default_and_a_sub_nanosecond_timeout_says_so() -> None:
+    # None was a TypeError ("'None' is not an instance of 'bool'") where Node's null and an
+    # absent C key take the default; a timeout rounding to 0 read "must be above 0, got 1e-10".
+    client = ferroloop.Client(api_key="k", base_url="http://127.0.0.1:9", from_env=None)
+    ferroloop.Agent(client, model="m", prompt_caching=None)
+    with pytest.raises(ValueError, match=r"^timeout must be above 0 seconds, got .*, which is under a nanosecond"):
+        ferroloop.Client(api_key="k", timeout=1e-10, from_env=False)
