@@ -553,11 +553,13 @@ class Turn {
    * else it is copied).
    */
   _submitAll(toolUses, owned) {
-    for (const use of toolUses) {
+    toolUses.forEach((use, i) => {
       if (!isObject(use) || typeof use.id !== 'string' || typeof use.name !== 'string') {
-        throw new InvalidArgumentError('a tool use needs string `id` and `name` (and an `input`)')
+        // Which entry, and what it lacks: `input` is optional (a call without one runs with {}).
+        const field = !isObject(use) ? 'it is no object' : typeof use.id !== 'string' ? '`id` is no string' : '`name` is no string'
+        throw new InvalidArgumentError(`tool use ${i} needs a string \`id\` and \`name\` (and may have an \`input\`): ${field}`)
       }
-    }
+    })
     const safeties = []
     let encoded
     try {

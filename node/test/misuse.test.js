@@ -645,3 +645,14 @@ test('options of the wrong type are refused by name, and numbers JSON has no for
   // A null the caller wrote is sent as written.
   new Agent(client, { model: 'm', extra: { metadata: { user_id: null }, temperature: 0.5 } })
 })
+
+test('a malformed tool use is refused naming its position and what it lacks', async () => {
+  // It said "needs string `id` and `name` (and an `input`)", for any entry: input is optional.
+  const ex = new ToolExecutor().tool({ name: 't' }, async () => 'ok')
+  const refused = (uses, message) =>
+    assert.rejects(ex.run(uses), (err) => err instanceof InvalidArgumentError && err.message === message)
+  await refused([{ id: 'a', name: 't' }, { name: 't' }], 'tool use 1 needs a string `id` and `name` (and may have an `input`): `id` is no string')
+  await refused([{ id: 'a', name: 5 }], 'tool use 0 needs a string `id` and `name` (and may have an `input`): `name` is no string')
+  await refused(['x'], 'tool use 0 needs a string `id` and `name` (and may have an `input`): it is no object')
+  assert.equal((await ex.run([{ id: 'a', name: 't' }]))[0].content, 'ok')
+})
