@@ -9,9 +9,10 @@ loop or worker threads) and/or the native built-in tools (``read``, ``write``, `
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from . import _native
+from ._args import optional_bool, optional_str
 from ._batches import BatchedEvents
 from ._client import Client
 from ._events import AgentEvent, AgentStopEvent
@@ -217,6 +218,11 @@ class Agent:
     ) -> None:
         if not isinstance(client, Client):
             raise TypeError(f"client must be a ferroloop.Client, not {type(client).__name__}")
+        if not isinstance(model, str):
+            raise TypeError(f"model must be a str, not {type(model).__name__}")
+        for name, value in [("system", system), ("tokenizer", tokenizer), ("fallback_model", fallback_model)]:
+            optional_str(name, value)
+        optional_bool("prompt_caching", prompt_caching)
         executor: Optional[ToolExecutor] = None
         names: list[str] = []
         items: Sequence[Union[ToolExecutor, str]]
@@ -224,8 +230,12 @@ class Agent:
             items = []
         elif isinstance(tools, (ToolExecutor, str)):
             items = [tools]
-        else:
+        elif isinstance(tools, Iterable):
             items = list(tools)
+        else:
+            raise TypeError(
+                f"tools must be a ToolExecutor, built-in tool names, or a list of them, not {type(tools).__name__}"
+            )
         for item in items:
             if isinstance(item, ToolExecutor):
                 if executor is not None:
@@ -235,6 +245,12 @@ class Agent:
                 names.append(item)
             else:
                 raise TypeError("tools must be a ToolExecutor, built-in tool names, or a list of them")
+        workspace_path: Optional[str] = None
+        if workspace is not None:
+            path = os.fspath(workspace) if isinstance(workspace, (str, os.PathLike)) else None
+            if not isinstance(path, str):
+                raise TypeError(f"workspace must be a str or a path of str, not {type(workspace).__name__}")
+            workspace_path = path
         self._client = client
         self._native = _native._Agent(
             client._native,
@@ -242,7 +258,7 @@ class Agent:
             system=system,
             executor=executor._native if executor is not None else None,
             builtin_tools=names,
-            workspace=os.fspath(workspace) if workspace is not None else None,
+            workspace=workspace_path,
             max_turns=max_turns,
             max_tokens=max_tokens,
             token_budget=token_budget,

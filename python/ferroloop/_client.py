@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Literal, Mapping, Optional
 
 from . import _native
+from ._args import optional_bool, optional_str
 from ._batches import AsyncClosing, BatchedEvents
 from ._events import StreamEvent
 from ._results import RequestMetrics
@@ -142,6 +143,14 @@ class Client(AsyncClosing):
         from_env: Optional[bool] = True,
         anthropic_version: Optional[str] = None,
     ) -> None:
+        for name, value in [
+            ("provider", provider),
+            ("api_key", api_key),
+            ("base_url", base_url),
+            ("anthropic_version", anthropic_version),
+        ]:
+            optional_str(name, value)
+        optional_bool("from_env", from_env)
         if headers is not None:
             if not isinstance(headers, Mapping):
                 raise TypeError(

@@ -539,3 +539,28 @@ def test_none_for_a_bool_option_is_its_default_and_a_sub_nanosecond_timeout_says
     ferroloop.Agent(client, model="m", prompt_caching=None)
     with pytest.raises(ValueError, match=r"^timeout must be above 0 seconds, got .*, which is under a nanosecond"):
         ferroloop.Client(api_key="k", timeout=1e-10, from_env=False)
+
+
+def test_options_of_the_wrong_type_are_refused_by_name() -> None:
+    # The native conversion said "'int' object is not an instance of 'str'", naming nothing;
+    # Node refuses the same values naming the option.
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("provider", lambda: ferroloop.Client(5, from_env=False)),  # type: ignore[arg-type]
+        ("api_key", lambda: ferroloop.Client(api_key=5, from_env=False)),  # type: ignore[arg-type]
+        ("base_url", lambda: ferroloop.Client(base_url=b"http://x", from_env=False)),  # type: ignore[arg-type]
+        ("anthropic_version", lambda: ferroloop.Client(anthropic_version=1, from_env=False)),  # type: ignore[arg-type]
+        ("from_env", lambda: ferroloop.Client(from_env="yes")),  # type: ignore[arg-type]
+    ]
+    client = ferroloop.Client(api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    cases += [
+        ("model", lambda: ferroloop.Agent(client, model=5)),  # type: ignore[arg-type]
+        ("system", lambda: ferroloop.Agent(client, model="m", system=5)),  # type: ignore[arg-type]
+        ("tokenizer", lambda: ferroloop.Agent(client, model="m", tokenizer=5)),  # type: ignore[arg-type]
+        ("fallback_model", lambda: ferroloop.Agent(client, model="m", fallback_model=5)),  # type: ignore[arg-type]
+        ("prompt_caching", lambda: ferroloop.Agent(client, model="m", prompt_caching=1)),  # type: ignore[arg-type]
+        ("tools", lambda: ferroloop.Agent(client, model="m", tools=5)),  # type: ignore[arg-type]
+        ("workspace", lambda: ferroloop.Agent(client, model="m", workspace=b"/tmp")),  # type: ignore[arg-type]
+    ]
+    for name, call in cases:
+        with pytest.raises(TypeError, match=f"^{name} must be "):
+            call()

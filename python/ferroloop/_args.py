@@ -1,0 +1,17 @@
+"""Argument checks of the wrappers: a value of the wrong type is a ``TypeError`` naming the
+argument, where the native layer's conversion said only "'int' object is not an instance of
+'str'" (Node refuses the same values with an ``InvalidArgumentError`` naming the option)."""
+
+from __future__ import annotations
+
+
+def optional_str(name: str, value: object) -> None:
+    """Refuses ``value`` unless it is ``None`` or a ``str``."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+
+
+def optional_bool(name: str, value: object) -> None:
+    """Refuses ``value`` unless it is ``None`` (the default) or a ``bool``."""
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
