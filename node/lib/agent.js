@@ -4,7 +4,7 @@
 // are announced through an unref'd wake function and answered like the executor's.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, providerJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, providerJson, optionalNumber, optionalBoolean, optionalString, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { onAbort } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
@@ -173,17 +173,7 @@ class AgentRun {
   }
 }
 
-function optionalNumber(value, what) {
-  if (value === undefined || value === null) return undefined
-  if (typeof value !== 'number' || Number.isNaN(value)) throw new InvalidArgumentError(`${what} must be a number`)
-  return value
-}
 
-function optionalBoolean(value, what) {
-  if (value === undefined || value === null) return undefined
-  if (typeof value !== 'boolean') throw new InvalidArgumentError(`${what} must be a boolean`)
-  return value
-}
 
 /** An agent's `extra` fields as JSON: an object of request fields, numbers JSON can hold. */
 function extraJson(extra) {
@@ -192,11 +182,6 @@ function extraJson(extra) {
   return providerJson(extra, 'Agent: extra')
 }
 
-function optionalString(value, what) {
-  if (value === undefined || value === null) return undefined
-  if (typeof value !== 'string') throw new InvalidArgumentError(`${what} must be a string`)
-  return value
-}
 
 /** Splits `tools` into a ToolExecutor (JS tools) and built-in tool names. */
 function toolSources(tools) {

@@ -3,14 +3,12 @@
 // on the native async runtime; their items arrive in batches through a native EventStream.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, providerJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, providerJson, optionalNumber, optionalString, isPlainObject, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { onAbort } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
-/** An object literal (or of a null prototype): not a Map, an array or a class instance. */
-const isPlainObject = (v) => isObject(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v))
 
 function checkSignal(signal, what) {
   if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
@@ -348,9 +346,7 @@ function nativeOptions(options) {
   if (timeouts !== undefined) {
     checkKeys(timeouts, TIMEOUT_OPTIONS, 'Client timeouts')
     timeouts = withoutNulls(timeouts)
-    for (const [name, value] of Object.entries(timeouts)) {
-      if (value !== undefined && typeof value !== 'number') throw new InvalidArgumentError(`timeouts.${name} must be a number of milliseconds`)
-    }
+    for (const [name, value] of Object.entries(timeouts)) optionalNumber(value, `timeouts.${name}`)
   }
   if (provider !== undefined && !PROVIDERS.has(provider)) {
     throw new InvalidArgumentError(`unknown provider ${JSON.stringify(provider)} (expected anthropic, openai-chat or openai-responses)`)
@@ -360,12 +356,8 @@ function nativeOptions(options) {
   }
   if (fromEnv !== undefined && typeof fromEnv !== 'boolean') throw new InvalidArgumentError('fromEnv must be a boolean')
   if (headers !== undefined) checkHeaders(headers)
-  for (const [name, value] of [['apiKey', apiKey], ['baseUrl', baseUrl], ['anthropicVersion', anthropicVersion]]) {
-    if (value !== undefined && typeof value !== 'string') throw new InvalidArgumentError(`${name} must be a string`)
-  }
-  for (const [name, value] of [['retryBaseDelayMs', retryBaseDelayMs], ['retryMaxDelayMs', retryMaxDelayMs]]) {
-    if (value !== undefined && typeof value !== 'number') throw new InvalidArgumentError(`${name} must be a number of milliseconds`)
-  }
+  for (const [name, value] of Object.entries({ apiKey, baseUrl, anthropicVersion })) optionalString(value, name)
+  for (const [name, value] of Object.entries({ retryBaseDelayMs, retryMaxDelayMs })) optionalNumber(value, name)
   if (anthropicBeta !== undefined && !(Array.isArray(anthropicBeta) && anthropicBeta.every((beta) => typeof beta === 'string'))) {
     throw new InvalidArgumentError('anthropicBeta must be an array of strings')
   }
@@ -378,8 +370,7 @@ function nativeOptions(options) {
  * `0`, `1`, ... (an array).
  */
 function checkHeaders(headers) {
-  const proto = isObject(headers) ? Object.getPrototypeOf(headers) : undefined
-  if (proto !== Object.prototype && proto !== null) {
+  if (!isPlainObject(headers)) {
     throw new InvalidArgumentError('headers must be a plain object of header names to strings (for a Map or a Headers: Object.fromEntries(headers))')
   }
   for (const [name, value] of Object.entries(headers)) {

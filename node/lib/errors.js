@@ -147,6 +147,34 @@ function toJson(value, what, replacer) {
   }
 }
 
+/** An option that is `undefined` or `null` (not given), else a number (NaN refused), naming `what`. */
+function optionalNumber(value, what) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'number' || Number.isNaN(value)) throw new InvalidArgumentError(`${what} must be a number`)
+  return value
+}
+
+/** An option that is `undefined` or `null` (not given), else a boolean, naming `what`. */
+function optionalBoolean(value, what) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(`${what} must be a boolean`)
+  return value
+}
+
+/** An option that is `undefined` or `null` (not given), else a string, naming `what`. */
+function optionalString(value, what) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'string') throw new InvalidArgumentError(`${what} must be a string`)
+  return value
+}
+
+/** Whether `value` is a plain object (an object literal or of a null prototype; not a Map, an array, a Date or a buffer). */
+function isPlainObject(value) {
+  if (value === null || typeof value !== 'object') return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
 /**
  * {@link toJson} for what is sent to a provider (a request, an agent's `extra`): a number JSON
  * has no form for (NaN, ±Infinity) is an InvalidArgumentError naming its key, where
@@ -243,6 +271,10 @@ module.exports = {
   callNative,
   toJson,
   providerJson,
+  optionalNumber,
+  optionalBoolean,
+  optionalString,
+  isPlainObject,
   wellFormed,
   callOptions,
   checkKeys,

@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions, wellFormed } = require('./errors.js')
+const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions, wellFormed, optionalNumber, optionalBoolean } = require('./errors.js')
 const { onAbort } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
@@ -15,17 +15,7 @@ const EXECUTOR_OPTIONS = ['maxConcurrency', 'defaultTimeoutMs', 'cleanupGraceMs'
 const TOOL_OPTIONS = ['name', 'description', 'concurrencySafe', 'timeoutMs', 'maxResultChars', 'schema', 'cancelsSiblingsOnError']
 const RUN_OPTIONS = ['signal']
 
-function optionalNumber(value, what) {
-  if (value === undefined || value === null) return undefined
-  if (typeof value !== 'number' || Number.isNaN(value)) throw new InvalidArgumentError(`${what} must be a number`)
-  return value
-}
 
-function optionalBoolean(value, what) {
-  if (value === undefined || value === null) return undefined
-  if (typeof value !== 'boolean') throw new InvalidArgumentError(`${what} must be a boolean`)
-  return value
-}
 
 // Submission flags (node/src/exec.rs): the input follows; the concurrency safety was decided
 // here; it was decided safe.

@@ -44,6 +44,10 @@ delete module.exports.callNative
 delete module.exports.fromErrorItem
 delete module.exports.toJson
 delete module.exports.providerJson
+delete module.exports.optionalNumber
+delete module.exports.optionalBoolean
+delete module.exports.optionalString
+delete module.exports.isPlainObject
 delete module.exports.callOptions
 delete module.exports.checkKeys
 delete module.exports.checkedOptions

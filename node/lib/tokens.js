@@ -2,7 +2,7 @@
 // Token estimation and context budgeting (ferroloop::tokens).
 
 const native = require('../index.js')
-const { InvalidArgumentError, callNative, toJson, checkedOptions } = require('./errors.js')
+const { InvalidArgumentError, callNative, toJson, checkedOptions, isPlainObject } = require('./errors.js')
 const { attachedBytes } = require('./batch.js')
 
 const BUDGET_OPTIONS = [
@@ -25,13 +25,6 @@ function tokenizerOf(options, what) {
     throw new InvalidArgumentError(`${what}: tokenizer must be a string`)
   }
   return tokenizer
-}
-
-/** Whether `value` is a plain object (a message, a block or a request; not a Map, a Date, a buffer). */
-function isPlainObject(value) {
-  if (value === null || typeof value !== 'object') return false
-  const proto = Object.getPrototypeOf(value)
-  return proto === Object.prototype || proto === null
 }
 
 /** How `value` is named in an error: `undefined`, `null`, `an array`, `a Map`, `a function`, ... */
