@@ -81,14 +81,9 @@ fn explicit_dimensions(v: &Value) -> Option<(u32, u32)> {
     // A whole number written as a float (`1000.0`: a Python `float`, a C host's JSON) is that
     // number, as `JSON.stringify` writes it for Node, so every language counts the same image.
     let dim = |key: &str| {
-        let value = v.get(key)?;
-        let whole = value.as_u64().or_else(|| {
-            value
-                .as_f64()
-                .filter(|d| d.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(d))
-                .map(|d| d as u64)
-        })?;
-        u32::try_from(whole).ok()
+        v.get(key)
+            .and_then(crate::json_number::whole_u64)
+            .and_then(|d| u32::try_from(d).ok())
     };
     Some((dim("width")?, dim("height")?))
 }

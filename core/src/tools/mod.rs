@@ -277,17 +277,13 @@ fn parse_input<T: DeserializeOwned>(mut input: Value) -> Result<T, ToolFailure> 
 /// a float: such a value is made an integer here. A fraction or a negative number is refused
 /// naming the field, which serde's message would not.
 fn whole_number_field(name: &str, value: &mut Value) -> Result<(), ToolFailure> {
-    let Value::Number(number) = value else {
+    let Value::Number(number) = &*value else {
         return Ok(());
     };
     if number.is_u64() {
         return Ok(());
     }
-    let whole = number
-        .as_f64()
-        .filter(|float| float.fract() == 0.0 && *float >= 0.0)
-        .and_then(|float| format!("{float:.0}").parse::<u64>().ok());
-    match whole {
+    match crate::json_number::whole_u64(value) {
         Some(whole) => {
             *value = Value::from(whole);
             Ok(())
