@@ -397,6 +397,12 @@ impl StreamedUsage {
         Usage::from_json(&usage).map(|_| usage)
     }
 
+    /// The usage reported, as the message [`record_usage`](Driver::record_usage) reads
+    /// (`{"usage": ...}`), if any.
+    fn reported_message(&self) -> Option<Value> {
+        self.reported().map(|usage| json!({ "usage": usage }))
+    }
+
     /// What a call cancelled mid-stream was billed for, as the message
     /// [`record_usage`](Driver::record_usage) reads (`{"usage": ...}`): the usage it
     /// reported; else, when it delivered anything (OpenAI's streams report usage only at their
@@ -404,10 +410,8 @@ impl StreamedUsage {
     /// estimate of its request, as a stream that broke off before its usage. `None` for a call
     /// cancelled before its first event, of which nothing is known.
     fn billed_when_cancelled(&self) -> Option<Value> {
-        match self.reported() {
-            Some(usage) => Some(json!({ "usage": usage })),
-            None => self.delivered.then(|| json!({})),
-        }
+        self.reported_message()
+            .or_else(|| self.delivered.then(|| json!({})))
     }
 }
 
@@ -2125,8 +2129,8 @@ fn reported_before_failing(error: &ModelError, streamed: &StreamedUsage) -> Opti
     {
         return Some(json!({ "usage": usage }));
     }
-    if let Some(usage) = streamed.reported() {
-        return Some(json!({ "usage": usage }));
+    if let Some(reported) = streamed.reported_message() {
+        return Some(reported);
     }
     match error {
         ModelError::Truncated { partial, .. } => Some(json!({

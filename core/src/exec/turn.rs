@@ -631,9 +631,7 @@ impl Turn {
         self.admission.reserve(tool_uses.len());
         let mut refused = refused.into_iter().peekable();
         for (at, tool_use) in tool_uses.into_iter().enumerate() {
-            let refusal = refused
-                .next_if(|(position, _)| *position == at)
-                .map(|(_, why)| why);
+            let refusal = take_at(&mut refused, at);
             self.accept(tool_use, None, refusal);
         }
         self.sealed = true;
@@ -805,12 +803,8 @@ impl Turn {
         let mut decided = decided.into_iter().peekable();
         let mut refused = refused.into_iter().peekable();
         for (position, tool_use) in submissions.into_iter().enumerate() {
-            let safe = decided
-                .next_if(|&(at, _)| at == position)
-                .map(|(_, safe)| safe);
-            let refusal = refused
-                .next_if(|(at, _)| *at == position)
-                .map(|(_, reason)| reason);
+            let safe = take_at(&mut decided, position);
+            let refusal = take_at(&mut refused, position);
             self.accept(tool_use, safe, refusal);
         }
         // Read under the same lock as the submissions: nothing submitted before the seal is missed.
@@ -1247,4 +1241,16 @@ impl SpawnedTurn {
             Err(error) => Err(TurnError::Internal(error.to_string())),
         }
     }
+}
+
+/// What `sparse` (`(position, value)` pairs in ascending order of position, as a submission's
+/// decisions and refusals come) holds for `position`, taken from it; `None` when it holds
+/// nothing there.
+fn take_at<T>(
+    sparse: &mut std::iter::Peekable<impl Iterator<Item = (usize, T)>>,
+    position: usize,
+) -> Option<T> {
+    sparse
+        .next_if(|(at, _)| *at == position)
+        .map(|(_, value)| value)
 }
