@@ -123,35 +123,12 @@ pub struct ContextBudgetOptions {
 
 /// The core's refusal of a budget, naming the options by their JavaScript names.
 fn budget_message(error: core_tokens::budget::InvalidBudget) -> String {
-    use core_tokens::budget::{
-        CompactsAfterBlocking, CompactsAtZero, InvalidAutocompactPercent, InvalidBudget,
-    };
-    match error {
-        InvalidBudget::Percent(InvalidAutocompactPercent(percent)) => {
-            format!("autocompactPercent must be in (0, 100], got {percent}")
-        }
-        InvalidBudget::CompactsAfterBlocking(CompactsAfterBlocking {
-            autocompact_buffer,
-            blocking_buffer,
-        }) => format!(
-            "autocompactBuffer ({autocompact_buffer}) is smaller than blockingBuffer \
-             ({blocking_buffer}): the context would block before it compacts"
-        ),
-        InvalidBudget::CompactsAtZero(CompactsAtZero {
-            effective_window,
-            autocompact_buffer,
-            autocompact_percent,
-        }) => {
-            let percent = autocompact_percent
-                .map_or(String::new(), |p| format!(" or autocompactPercent ({p})"));
-            format!(
-                "the auto-compact threshold is 0 tokens: autocompactBuffer \
-                 ({autocompact_buffer}){percent} leaves nothing of the effective window \
-                 ({effective_window} tokens), so the context would be compacted before every \
-                 request"
-            )
-        }
-    }
+    error.message_naming(|name| match name {
+        "autocompact_buffer" => "autocompactBuffer",
+        "blocking_buffer" => "blockingBuffer",
+        "autocompact_percent" => "autocompactPercent",
+        other => other,
+    })
 }
 
 /// Context thresholds for one model.

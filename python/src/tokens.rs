@@ -2,8 +2,8 @@
 
 use ferroloop::tokens::budget::{BudgetOverrides, InvalidBudget};
 use ferroloop::tokens::{
-    ContextBudget, ContextTracker, Family, InvalidAutocompactPercent, ModelTable, TextEstimator,
-    Usage, estimate_bytes, estimate_request_body, estimate_text, estimate_value,
+    ContextBudget, ContextTracker, Family, ModelTable, TextEstimator, Usage, estimate_bytes,
+    estimate_request_body, estimate_text, estimate_value,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -166,12 +166,7 @@ impl Overrides {
 /// given, defaults scale; it must compact before it blocks, and not at zero tokens) as a
 /// `ValueError`.
 fn budget_error(error: InvalidBudget) -> PyErr {
-    match error {
-        InvalidBudget::Percent(InvalidAutocompactPercent(p)) => {
-            PyValueError::new_err(format!("autocompact_percent must be in (0, 100], got {p}"))
-        }
-        other => PyValueError::new_err(other.to_string()),
-    }
+    PyValueError::new_err(error.message_naming(|name| name))
 }
 
 /// Context thresholds for one model (Claude Code's defaults, every field configurable).

@@ -18,11 +18,7 @@ pub struct InvalidAutocompactPercent(pub f64);
 /// buffer is smaller than its blocking buffer, so its auto-compact point lies above its blocking
 /// point and the state would go from [`BudgetState::Warning`] straight to
 /// [`BudgetState::Blocking`], never reporting [`BudgetState::AutoCompact`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "autocompact_buffer ({autocompact_buffer}) is smaller than blocking_buffer \
-     ({blocking_buffer}): the context would block before it compacts"
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompactsAfterBlocking {
     /// The auto-compact buffer (tokens below the effective window).
     pub autocompact_buffer: u64,
@@ -34,13 +30,7 @@ pub struct CompactsAfterBlocking {
 /// ([`ContextBudget::check`]): every count, 0 included, would be [`BudgetState::AutoCompact`],
 /// so a loop would compact before every request (an `autocompact_buffer` of 13,000 on an
 /// 8,192-token window).
-#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
-#[error(
-    "the auto-compact threshold is 0 tokens: autocompact_buffer ({autocompact_buffer}){percent} \
-     leaves nothing of the effective window ({effective_window} tokens), so the context would be \
-     compacted before every request",
-    percent = .autocompact_percent.map_or(String::new(), |p| format!(" or autocompact_percent ({p})"))
-)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CompactsAtZero {
     /// The effective window (the window less the output reserve).
     pub effective_window: u64,
@@ -49,6 +39,49 @@ pub struct CompactsAtZero {
     /// The auto-compact percentage, if one is set.
     pub autocompact_percent: Option<f64>,
 }
+
+impl CompactsAfterBlocking {
+    fn message(&self, name: &dyn Fn(&'static str) -> &'static str) -> String {
+        format!(
+            "{} ({}) is smaller than {} ({}): the context would block before it compacts",
+            name("autocompact_buffer"),
+            self.autocompact_buffer,
+            name("blocking_buffer"),
+            self.blocking_buffer
+        )
+    }
+}
+
+impl std::fmt::Display for CompactsAfterBlocking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message(&|name| name))
+    }
+}
+
+impl std::error::Error for CompactsAfterBlocking {}
+
+impl CompactsAtZero {
+    fn message(&self, name: &dyn Fn(&'static str) -> &'static str) -> String {
+        let percent = self.autocompact_percent.map_or(String::new(), |p| {
+            format!(" or {} ({p})", name("autocompact_percent"))
+        });
+        format!(
+            "the auto-compact threshold is 0 tokens: {} ({}){percent} leaves nothing of the \
+             effective window ({} tokens), so the context would be compacted before every request",
+            name("autocompact_buffer"),
+            self.autocompact_buffer,
+            self.effective_window
+        )
+    }
+}
+
+impl std::fmt::Display for CompactsAtZero {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message(&|name| name))
+    }
+}
+
+impl std::error::Error for CompactsAtZero {}
 
 /// Why [`ContextBudget::with_overrides`] or [`ContextBudget::check`] refuses a budget.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
@@ -62,6 +95,23 @@ pub enum InvalidBudget {
     /// The context would compact at zero tokens.
     #[error(transparent)]
     CompactsAtZero(#[from] CompactsAtZero),
+}
+
+impl InvalidBudget {
+    /// The message, each setting named as `name` spells the core's name of it
+    /// (`autocompact_buffer`, `blocking_buffer`, `autocompact_percent`): how a binding says it
+    /// in its own spelling (Node's `autocompactBuffer`). The percentage's names the setting,
+    /// where [`Display`](std::fmt::Display) says "the auto-compact percentage".
+    pub fn message_naming(&self, name: impl Fn(&'static str) -> &'static str) -> String {
+        match self {
+            Self::Percent(InvalidAutocompactPercent(percent)) => format!(
+                "{} must be in (0, 100], got {percent}",
+                name("autocompact_percent")
+            ),
+            Self::CompactsAfterBlocking(error) => error.message(&name),
+            Self::CompactsAtZero(error) => error.message(&name),
+        }
+    }
 }
 
 /// Settings of a [`ContextBudget`] given explicitly ([`ContextBudget::with_overrides`]); `None`
@@ -818,6 +868,45 @@ mod tests {
         assert_eq!(b.blocking_threshold(), 83_000);
         let b = ContextBudget::for_model("gpt-4o", &table);
         assert_eq!(b.autocompact_threshold(), 128_000 - 16_384 - 13_000);
+    }
+
+    /// A binding names the settings in its refusals its own way; the text is the core's.
+    #[test]
+    fn refusals_name_the_settings_as_a_binding_spells_them() {
+        let camel = |name: &'static str| match name {
+            "autocompact_buffer" => "autocompactBuffer",
+            "blocking_buffer" => "blockingBuffer",
+            "autocompact_percent" => "autocompactPercent",
+            other => other,
+        };
+        let after_blocking = InvalidBudget::from(CompactsAfterBlocking {
+            autocompact_buffer: 1_000,
+            blocking_buffer: 3_000,
+        });
+        assert_eq!(
+            after_blocking.message_naming(|name| name),
+            after_blocking.to_string()
+        );
+        assert_eq!(
+            after_blocking.message_naming(camel),
+            "autocompactBuffer (1000) is smaller than blockingBuffer (3000): the context would \
+             block before it compacts"
+        );
+        let at_zero = InvalidBudget::from(CompactsAtZero {
+            effective_window: 188_000,
+            autocompact_buffer: 13_000,
+            autocompact_percent: Some(0.0001),
+        });
+        assert_eq!(at_zero.message_naming(|name| name), at_zero.to_string());
+        assert!(
+            at_zero
+                .message_naming(camel)
+                .starts_with("the auto-compact threshold is 0 tokens: autocompactBuffer (13000) or autocompactPercent (0.0001)")
+        );
+        assert_eq!(
+            InvalidBudget::from(InvalidAutocompactPercent(101.0)).message_naming(camel),
+            "autocompactPercent must be in (0, 100], got 101"
+        );
     }
 
     /// A window one token larger never compacts, warns or blocks earlier, nor a smaller maximum
