@@ -859,14 +859,9 @@ fn tool_use_checked(obj: &Bound<'_, PyAny>) -> PyResult<(ToolUse, Option<String>
     Ok((ToolUse::with_optional_input(id, name, input), refusal))
 }
 
-/// The `tool_uses` argument of `run`: an iterable of `tool_use` dicts. One dict alone is
-/// refused by name (iterating it gave its keys, refused as "a tool_use must be a dict").
+/// The `tool_uses` argument of `run`: the list of `tool_use` dicts the wrapper made (which
+/// refuses one dict given alone).
 fn tool_uses_of(obj: &Bound<'_, PyAny>) -> PyResult<CheckedToolUses> {
-    if obj.is_instance_of::<PyDict>() {
-        return Err(PyTypeError::new_err(
-            "tool_uses must be a list of tool_use dicts, not one dict (wrap it in a list)",
-        ));
-    }
     CheckedToolUses::of(obj.try_iter()?)
 }
 
