@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# A clean clone builds everything once: incremental caches would only add gigabytes to target/.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 section() { printf '\n==== %s\n' "$*"; }
 
