@@ -341,7 +341,10 @@ export interface ToolCallContext {
   progress: (data: unknown) => void
 }
 
-/** A tool implementation: sync or async; throwing or rejecting produces an is_error result. */
+/**
+ * A tool implementation: sync or async; throwing or rejecting produces an is_error result, whose
+ * text for an `Error` is `"TypeName: message"` (as a Python tool's exception reads).
+ */
 export type ToolFunction<Input = any> = (input: Input, ctx: ToolCallContext) => ToolReturn | Promise<ToolReturn>
 
 /**

@@ -34,6 +34,9 @@ const FLAG_ERROR = 1
 const FLAG_BLOCKS = 2
 const FLAG_PROGRESS = 4
 
+/** A result a tool returned that cannot be sent: its text is ferroloop's own, reported as it is. */
+class UnsendableResult extends TypeError {}
+
 /**
  * What a tool returned, as `complete(callId, flags, content)` arguments: [flags, content]. The
  * content is always a string (the settlement batches measure it with `.length`); a value that
@@ -45,13 +48,13 @@ function toReply(value) {
   if (Array.isArray(value)) {
     // `toJSON` may make an array serialize to nothing.
     const json = resultJson(value)
-    if (typeof json !== 'string') throw new TypeError('the tool returned content blocks that have no JSON form')
+    if (typeof json !== 'string') throw new UnsendableResult('the tool returned content blocks that have no JSON form')
     return [FLAG_BLOCKS, json]
   }
   if (typeof value === 'function' || typeof value === 'symbol') {
     // Not a result (a function returned rather than called, most likely): its source text
     // or `Symbol(...)` was sent to the model as a successful result.
-    throw new TypeError(`the tool returned a ${typeof value}, not a result (a string, content blocks or a JSON value)`)
+    throw new UnsendableResult(`the tool returned a ${typeof value}, not a result (a string, content blocks or a JSON value)`)
   }
   if (typeof value === 'object' && 'content' in value) {
     // An explicit result: { content, isError } (or the wire name is_error).
@@ -63,14 +66,14 @@ function toReply(value) {
     // One content block ({ type: 'image', source }, { type: 'text', text }): sent as a block,
     // as Python's tools do, not as its JSON text.
     const json = resultJson([value])
-    if (typeof json !== 'string') throw new TypeError('the tool returned a content block that has no JSON form')
+    if (typeof json !== 'string') throw new UnsendableResult('the tool returned a content block that has no JSON form')
     return [FLAG_BLOCKS, json]
   }
   const json = resultJson(value)
   // An object whose `toJSON()` gives undefined (or a function, a symbol) has no JSON form: it
   // was sent as "[object Object]", a success saying nothing, where the other values JSON
   // cannot carry (a BigInt, a cycle, a throwing toJSON) are error results.
-  if (typeof json !== 'string') throw new TypeError('the tool returned a value that has no JSON form (its toJSON() gave undefined, a function or a symbol)')
+  if (typeof json !== 'string') throw new UnsendableResult('the tool returned a value that has no JSON form (its toJSON() gave undefined, a function or a symbol)')
   return [0, json]
 }
 
@@ -89,8 +92,18 @@ function resultJson(value) {
   try {
     return JSON.stringify(value)
   } catch (err) {
-    throw new TypeError(`the tool's result cannot be sent as JSON: ${errorMessage(err)}`)
+    throw new UnsendableResult(`the tool's result cannot be sent as JSON: ${causeText(err)}`)
   }
+}
+
+/** Why JSON could not write a result: an error's message alone (its type says nothing more). */
+function causeText(err) {
+  try {
+    if (err instanceof Error) return String(err.message)
+  } catch {
+    // A message that cannot be read or converted: described below.
+  }
+  return errorMessage(err)
 }
 
 /**
@@ -101,9 +114,13 @@ function resultJson(value) {
  */
 function errorMessage(err) {
   try {
+    // "TypeName: message", as Python's tools report their exceptions and as `String(err)` gives
+    // for an error of another realm: the model reads which kind of failure it was.
+    if (err instanceof UnsendableResult) return err.message
     if (err instanceof Error) {
-      const text = err.message || err.name
-      return typeof text === 'string' ? text : String(text)
+      const name = typeof err.name === 'string' && err.name !== '' ? err.name : 'Error'
+      const message = typeof err.message === 'string' ? err.message : String(err.message)
+      return message === '' ? name : `${name}: ${message}`
     }
     // A thrown string is the message; anything else is named as what was thrown (a bare
     // "undefined" or "[object Object]" said nothing about where it came from).

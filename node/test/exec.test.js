@@ -148,8 +148,8 @@ test('a throwing, rejecting, unknown or invalid-input call gets an is_error resu
     results.map((r) => r.is_error),
     [true, true, true, true, false, true],
   )
-  assert.equal(results[0].content, 'sync boom')
-  assert.equal(results[1].content, 'async boom')
+  assert.equal(results[0].content, 'Error: sync boom')
+  assert.equal(results[1].content, 'TypeError: async boom')
   assert.match(results[2].content, /Unknown tool 'missing'/)
   assert.match(results[3].content, /n/)
   assert.equal(results[4].content, 'n=7')
@@ -286,24 +286,33 @@ test('cancelsSiblingsOnError cancels the running siblings of a failing call', as
     return 'ok'
   })
   const results = await ex.run([use('a', 'shell', { ms: 2_000 }), use('b', 'shell', { fail: true, ms: 10 })])
-  assert.equal(results[1].content, 'exit 1')
+  assert.equal(results[1].content, 'Error: exit 1')
   assert.equal(results[0].is_error, true, 'the sibling was cancelled')
 })
 
 test('streaming turn: submit as sealed, events as they happen, results in order', async () => {
   const ex = new ToolExecutor()
-  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ text, ms }) => {
-    await sleep(ms)
+  // The first call finishes only once the second's `finished` event has been seen: the order of
+  // completions is the test's own, not a race between two sleeps on a loaded machine.
+  let releaseOne
+  const oneMayFinish = new Promise((resolve) => {
+    releaseOne = resolve
+  })
+  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ text }) => {
+    if (text === 'one') await oneMayFinish
     return text
   })
   const turn = ex.turn()
-  turn.submit(use('1', 'echo', { text: 'one', ms: 30 }))
+  turn.submit(use('1', 'echo', { text: 'one' }))
   const events = []
   const consumer = (async () => {
-    for await (const event of turn) events.push(event)
+    for await (const event of turn) {
+      events.push(event)
+      if (event.type === 'finished' && event.toolUseId === '2') releaseOne()
+    }
   })()
   await sleep(5)
-  turn.submit(use('2', 'echo', { text: 'two', ms: 1 }))
+  turn.submit(use('2', 'echo', { text: 'two' }))
   turn.seal()
   assert.throws(() => turn.submit(use('3', 'echo', { text: 'late', ms: 1 })), InvalidStateError)
   await consumer
@@ -567,8 +576,8 @@ test('calls handed over by index: a mixed batch settles in order, whatever way e
     ['t', 'r', ...texts.map((_, i) => `s${i}`), 'b', 'bb', 'e', 'slow', 'big', 'ü🎉'],
   )
   const [t, r, ...rest] = results
-  assert.deepEqual([t.is_error, t.content], [true, 'sync boom'])
-  assert.deepEqual([r.is_error, r.content], [true, 'async boom'])
+  assert.deepEqual([t.is_error, t.content], [true, 'Error: sync boom'])
+  assert.deepEqual([r.is_error, r.content], [true, 'TypeError: async boom'])
   const strings = rest.slice(0, texts.length)
   assert.deepEqual(
     strings.map((x) => [x.is_error, x.content]),

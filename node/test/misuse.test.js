@@ -33,7 +33,7 @@ const HOSTILE = {
       err.message = 12345
       throw err
     },
-    /^12345$/,
+    /^Error: 12345$/,
   ],
   // Reading `then` threw outside any try: an uncaught exception.
   returns_object_whose_then_getter_throws: [
