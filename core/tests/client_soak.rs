@@ -55,7 +55,9 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Small timeouts and fast retries, so that every fault costs milliseconds.
+/// Small timeouts and fast retries, so that every fault costs milliseconds. The timeouts leave
+/// room for a loaded two-core machine: at an idle timeout of 250 ms, a drip whose chunks were
+/// 1 ms apart once timed out after 414 ms without a byte, while other builds ran beside it.
 fn soak_config(base_url: String) -> ClientConfig {
     let mut config = ClientConfig::new(Provider::Anthropic)
         .with_base_url(base_url)
@@ -65,9 +67,9 @@ fn soak_config(base_url: String) -> ClientConfig {
     config.retry.base_delay = Duration::from_millis(5);
     config.retry.max_delay = Duration::from_millis(20);
     config.timeouts.connect = Duration::from_secs(1);
-    config.timeouts.first_byte = Duration::from_millis(400);
-    config.timeouts.first_event = Duration::from_millis(300);
-    config.timeouts.idle = Duration::from_millis(250);
+    config.timeouts.first_byte = Duration::from_millis(800);
+    config.timeouts.first_event = Duration::from_millis(600);
+    config.timeouts.idle = Duration::from_millis(500);
     config.timeouts.stall_notice = Duration::from_millis(100);
     config.timeouts.total = Duration::from_secs(3);
     config.max_event_bytes = Some(MAX_EVENT_BYTES);
