@@ -3450,3 +3450,97 @@ async fn a_base_url_with_a_fragment_is_a_config_error() {
         }
     }
 }
+
+/// `json` compressed as a gzip member (with a file name in its header, as `gzip` writes one).
+fn gzipped(json: &serde_json::Value) -> Vec<u8> {
+    let mut member = vec![0x1f, 0x8b, 8, 8, 0, 0, 0, 0, 0, 255];
+    member.extend_from_slice(b"error.json\0");
+    member.extend(miniz_oxide::deflate::compress_to_vec(
+        json.to_string().as_bytes(),
+        6,
+    ));
+    // The CRC-32 and size trailer (not checked: the body is a diagnostic).
+    member.extend_from_slice(&[0; 8]);
+    member
+}
+
+/// A proxy or gateway may compress its error body although nothing asked for compression. Its
+/// bytes were taken as the message (mojibake in every error and retry event), and the class
+/// came from the status alone: a gzipped `insufficient_quota` 429 was retried as a rate limit,
+/// a gzipped prompt too long was a plain invalid request. A gzip or deflate body is inflated
+/// now; another coding is named instead of shown.
+#[tokio::test]
+async fn a_compressed_error_body_is_inflated_or_named_never_shown_as_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: Vec<u8>| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        ScriptBody::Fixture(path)
+    };
+    let quota = json!({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}});
+    let too_long = json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 300000 tokens > 200000 maximum"}});
+    let auth = json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}});
+    let cases = [
+        (
+            429,
+            "gzip",
+            file("quota.gz", gzipped(&quota)),
+            "quota_exceeded",
+        ),
+        (
+            400,
+            "x-gzip",
+            file("long.gz", gzipped(&too_long)),
+            "prompt_too_long",
+        ),
+        (
+            401,
+            "deflate",
+            file(
+                "auth.z",
+                miniz_oxide::deflate::compress_to_vec_zlib(auth.to_string().as_bytes(), 6),
+            ),
+            "authentication",
+        ),
+        (
+            503,
+            "br",
+            file("page.br", vec![0x8b, 0x00, 0x80, 0xff, 0xfe, 0x03]),
+            "server",
+        ),
+    ];
+    for (status, encoding, body, code) in cases {
+        let server = serve(&always(
+            ScriptedResponse::with_status(status, body)
+                .header("content-type", "application/json")
+                .header("content-encoding", encoding),
+        ))
+        .await;
+        let mut config = config(Provider::Anthropic, &server);
+        config.retry.max_retries = 1;
+        let client = Client::new(config).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert_eq!(error.code(), code, "{encoding}: {error:?}");
+        assert_eq!(error.status(), Some(status));
+        let message = &error.details().unwrap().message;
+        assert!(!message.contains('\u{fffd}'), "{encoding}: {message:?}");
+        match encoding {
+            "gzip" => {
+                assert_eq!(message, "You exceeded your current quota");
+                // A quota is final: one request, whatever the coding of its body.
+                assert_eq!(server.requests().len(), 1);
+            }
+            "x-gzip" => assert!(matches!(
+                error,
+                ClientError::PromptTooLong {
+                    tokens: Some(300_000),
+                    limit: Some(200_000),
+                    ..
+                }
+            )),
+            "deflate" => assert_eq!(message, "invalid x-api-key"),
+            _ => assert!(message.contains("content-encoding \"br\""), "{message}"),
+        }
+    }
+}

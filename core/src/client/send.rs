@@ -184,6 +184,7 @@ impl Sender {
         // to classify by.
         let deadline = later(Instant::now(), timeouts.idle).min(total_deadline);
         let body = self.read_prefix(body, MAX_ERROR_BODY, deadline).await;
+        let body = decoded_error_body(&parts.headers, body);
         let server_wait = retry_after(&parts.headers, SystemTime::now());
         let error = ClientError::from_response(status, &parts.headers, &body, server_wait);
         // A quota error is final whatever the status and headers say: the account's billing
@@ -286,6 +287,89 @@ fn unasked_encoding(headers: &HeaderMap) -> Option<String> {
         .trim()
         .to_ascii_lowercase();
     (!encoding.is_empty() && encoding != "identity").then_some(encoding)
+}
+
+/// An error body as the server meant it. Nothing asks for compression (no `accept-encoding`
+/// is sent), but a proxy or gateway may compress its error page anyway: a `gzip` (`x-gzip`)
+/// or `deflate` body is inflated (at most [`MAX_ERROR_BODY`] bytes of it, the prefix of one cut
+/// short included), so that its type, message and sizes classify the error as the plain body
+/// would (a quota 429 is not retried, a prompt too long is one). A body in another coding, or
+/// one that does not inflate, is replaced by a note naming the coding: its bytes are no
+/// message (they were shown as mojibake).
+fn decoded_error_body(headers: &HeaderMap, body: Bytes) -> Bytes {
+    let Some(encoding) = unasked_encoding(headers) else {
+        return body;
+    };
+    let inflated = match encoding.as_str() {
+        "gzip" | "x-gzip" => gunzip(&body),
+        // RFC 9110's `deflate` is zlib; some servers send raw deflate under that name.
+        "deflate" => inflated(miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(
+            &body,
+            MAX_ERROR_BODY,
+        ))
+        .or_else(|| raw_inflate(&body)),
+        _ => None,
+    };
+    inflated.map(Bytes::from).unwrap_or_else(|| {
+        Bytes::from(format!(
+            "(the error body, {} bytes compressed with content-encoding {encoding:?}, which was \
+             not asked for, could not be read)",
+            body.len()
+        ))
+    })
+}
+
+/// The data of a gzip member (RFC 1952), inflated: its header (with the optional fields its
+/// flags announce) skipped, its trailer ignored.
+fn gunzip(data: &[u8]) -> Option<Vec<u8>> {
+    const FHCRC: u8 = 2;
+    const FEXTRA: u8 = 4;
+    const FNAME: u8 = 8;
+    const FCOMMENT: u8 = 16;
+    let [0x1f, 0x8b, 8, flags, _, _, _, _, _, _, ..] = *data else {
+        return None;
+    };
+    let mut at = 10;
+    if flags & FEXTRA != 0 {
+        let length = u16::from_le_bytes([*data.get(at)?, *data.get(at + 1)?]);
+        at += 2 + usize::from(length);
+    }
+    for field in [FNAME, FCOMMENT] {
+        if flags & field != 0 {
+            at += memchr::memchr(0, data.get(at..)?)? + 1;
+        }
+    }
+    if flags & FHCRC != 0 {
+        at += 2;
+    }
+    raw_inflate(data.get(at..)?)
+}
+
+/// Raw deflate data inflated, at most [`MAX_ERROR_BODY`] bytes of it.
+fn raw_inflate(data: &[u8]) -> Option<Vec<u8>> {
+    inflated(miniz_oxide::inflate::decompress_to_vec_with_limit(
+        data,
+        MAX_ERROR_BODY,
+    ))
+}
+
+/// What an inflation produced: all of it, or the beginning of a stream that was cut short or
+/// went past the limit (an error body is read as a prefix); `None` when nothing inflated.
+fn inflated(result: Result<Vec<u8>, miniz_oxide::inflate::DecompressError>) -> Option<Vec<u8>> {
+    match result {
+        Ok(data) => Some(data),
+        Err(error) => {
+            // A failed inflation returns its whole zero-filled buffer, not just what it wrote;
+            // an error body is text, which ends at its last non-NUL byte.
+            let mut output = error.output;
+            let written = output
+                .iter()
+                .rposition(|&byte| byte != 0)
+                .map_or(0, |at| at + 1);
+            output.truncate(written);
+            (!output.is_empty()).then_some(output)
+        }
+    }
 }
 
 /// The media type of a success when it says the body is not an event stream. Only types that
@@ -480,4 +564,71 @@ pub(crate) fn body_error(error: &hyper::Error, request_id: Option<String>) -> Cl
 /// The request id of a response.
 pub(crate) fn response_request_id(response: &Response<Incoming>) -> Option<String> {
     error::request_id(response.headers())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn encoded(encoding: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_ENCODING,
+            HeaderValue::from_static(encoding),
+        );
+        headers
+    }
+
+    /// Every optional field of a gzip header is skipped; a member cut short still gives the
+    /// text inflated so far.
+    #[test]
+    fn gzip_headers_with_optional_fields_are_skipped() {
+        let numbers: Vec<String> = (0..4000).map(|n| (n * 7919 % 10007).to_string()).collect();
+        let text = format!("{{\"error\":{{\"message\":\"{}\"}}}}", numbers.join(" "));
+        let deflated = miniz_oxide::deflate::compress_to_vec(text.as_bytes(), 6);
+        // FHCRC | FEXTRA | FNAME | FCOMMENT.
+        let mut member = vec![0x1f, 0x8b, 8, 2 | 4 | 8 | 16, 0, 0, 0, 0, 0, 3];
+        member.extend_from_slice(&[3, 0, b'a', b'b', b'c']);
+        member.extend_from_slice(b"name\0comment\0");
+        member.extend_from_slice(&[0xaa, 0xbb]);
+        member.extend_from_slice(&deflated);
+        let whole = decoded_error_body(&encoded("gzip"), Bytes::from(member.clone()));
+        assert_eq!(whole, text.as_bytes());
+        let cut = member.len() - deflated.len() / 2;
+        let prefix = decoded_error_body(&encoded("gzip"), Bytes::from(member[..cut].to_vec()));
+        assert!(
+            !prefix.is_empty() && text.as_bytes().starts_with(&prefix),
+            "{prefix:?}"
+        );
+        // Raw deflate under `deflate`, as some servers send it.
+        let raw = decoded_error_body(&encoded("deflate"), Bytes::from(deflated));
+        assert_eq!(raw, text.as_bytes());
+        // An identity body is left as it is.
+        let plain = Bytes::from_static(b"\x1f\x8b plain");
+        assert_eq!(decoded_error_body(&HeaderMap::new(), plain.clone()), plain);
+        assert_eq!(
+            decoded_error_body(&encoded("identity"), plain.clone()),
+            plain
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes a server sends under a compressed coding, reading them never panics
+        /// and never yields more than the error body's cap.
+        #[test]
+        fn any_compressed_error_body_decodes_without_panicking(
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            header in proptest::collection::vec(proptest::num::u8::ANY, 0..12),
+        ) {
+            let mut gzip = vec![0x1f, 0x8b, 8];
+            gzip.extend(&header);
+            gzip.extend(&body);
+            for (encoding, data) in [("gzip", gzip), ("deflate", body.clone()), ("zstd", body)] {
+                let decoded = decoded_error_body(&encoded(encoding), Bytes::from(data));
+                proptest::prop_assert!(decoded.len() <= MAX_ERROR_BODY);
+            }
+        }
+    }
 }
