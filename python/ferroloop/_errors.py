@@ -192,18 +192,26 @@ class StreamTruncatedError(FerroloopError):
     ``partial_message`` holds the message accumulated so far (provider shape, a ``dict``), so a
     caller can keep what did arrive. From the client, ``__cause__`` is the failure that broke
     the stream (an ``APITimeoutError`` after a stall, an ``APIConnectionError`` after a
-    disconnect; its ``code`` is Node's ``reason``) and ``request_id`` the provider's request id.
+    disconnect; its ``code`` is Node's ``reason``), ``request_id`` the provider's request id and
+    ``status`` the HTTP status that cause names, when it names one (an in-stream error with a
+    status as its code, OpenRouter's ``{"error": {"code": 502}}``), as Node's ``status`` is.
     """
 
     code = "stream_truncated"
 
     def __init__(
-        self, message: str, *, partial_message: Any = None, request_id: Optional[str] = None
+        self,
+        message: str,
+        *,
+        partial_message: Any = None,
+        request_id: Optional[str] = None,
+        status: Optional[int] = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.partial_message = partial_message
         self.request_id = request_id
+        self.status = status
 
 
 class ProtocolError(FerroloopError):

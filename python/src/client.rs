@@ -579,11 +579,17 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
                     .unwrap_or_else(|_| py.None().into_bound(py)),
                 None => py.None().into_bound(py),
             };
+            // The status is its cause's (an in-stream error naming one, OpenRouter's
+            // `{"error": {"code": 502}}`), as Node's `status` and C's are.
             let raised = ferroloop_error(
                 py,
                 "StreamTruncatedError",
                 &message,
-                &[("partial_message", partial_message), request_id()],
+                &[
+                    ("partial_message", partial_message),
+                    ("status", any(py, err.status())),
+                    request_id(),
+                ],
             );
             raised.set_cause(py, Some(client_error(py, cause)));
             raised

@@ -665,3 +665,21 @@ async def test_anthropic_version_sets_the_header_like_node(replay: Replay) -> No
     first, second = server.requests()
     assert header(first, "anthropic-version") == "2023-06-01"
     assert header(second, "anthropic-version") == "2099-01-01"
+
+
+@pytest.mark.asyncio
+async def test_a_truncation_carries_the_status_its_cause_names_as_node_and_c_do(replay: Replay) -> None:
+    # OpenRouter reports its upstream's failure mid-stream with the status as the error's code.
+    # Node's truncation error and C's error JSON carry that status; Python's said None.
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}, "finish_reason": None}]}
+    events = [{"data": chunk}, {"data": {"error": {"code": 502, "message": "upstream died"}}}]
+    server = replay({"responses": [{"body": {"events": events}}]})
+    client = ferroloop.Client(
+        "openai-chat", api_key="sk-test", base_url=server.url, from_env=False, max_retries=0
+    )
+    async with client:
+        with pytest.raises(ferroloop.StreamTruncatedError) as caught:
+            await collect(client.stream(model="m", messages=[{"role": "user", "content": "Hi"}]))
+    assert isinstance(caught.value.__cause__, ferroloop.ServerError)
+    assert caught.value.__cause__.status == 502
+    assert caught.value.status == 502
