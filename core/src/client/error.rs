@@ -17,7 +17,8 @@ pub struct ErrorDetails {
     pub status: Option<u16>,
     /// The provider's error type (`overloaded_error`, `rate_limit_exceeded`, ...).
     pub error_type: Option<String>,
-    /// The provider's message (or the raw body when it was not the usual JSON shape).
+    /// The provider's message (or the raw body when it was not the usual JSON shape), at most
+    /// 2,000 characters of it (a longer one is cut, and ends with `…`).
     pub message: String,
     /// The request id header (`request-id` or `x-request-id`).
     pub request_id: Option<String>,
@@ -536,6 +537,24 @@ struct ParsedError {
     context: (Option<u64>, Option<u64>),
 }
 
+/// The most characters of a provider's message an error keeps (a diagnostic, not a payload).
+const MAX_MESSAGE_CHARS: usize = 2000;
+
+/// `message` cut after [`MAX_MESSAGE_CHARS`] characters (`…` marks the cut), whatever carried
+/// it: a raw body, or a JSON error's `message` (a server's may be as large as the error body
+/// the client reads, 1 MiB, or a whole event, and it is copied into every retry's reason).
+fn clipped(message: String) -> String {
+    match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((cut, _)) => {
+            let mut message = message;
+            message.truncate(cut);
+            message.push('…');
+            message
+        }
+        None => message,
+    }
+}
+
 fn parse_error_body(body: &[u8]) -> ParsedError {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let text_of = |value: Option<&serde_json::Value>| {
@@ -568,11 +587,8 @@ fn parse_error_body(body: &[u8]) -> ParsedError {
         .or_else(|| top("error"))
         .or_else(|| top("message"))
         .or_else(|| top("detail"))
-        .unwrap_or_else(|| {
-            let text = String::from_utf8_lossy(body);
-            let text = text.trim();
-            text.chars().take(2000).collect()
-        });
+        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned());
+    let message = clipped(message);
     let count = |name: &str| {
         error
             .and_then(|error| error.get(name))
@@ -1119,6 +1135,32 @@ mod tests {
         let failed = br#"{"id":"resp_1","object":"response","status":"failed","error":{"code":"server_error","message":"x"}}"#;
         let error = ClientError::from_json_error_body(failed, None).unwrap();
         assert_eq!(error.code(), "server");
+    }
+
+    /// A JSON error's message is cut as the raw body's always was: a 900 KB `message` (in a
+    /// body under the 1 MiB the client reads, or in an error event) was kept whole, in the
+    /// error and in every retry's reason.
+    #[test]
+    fn a_huge_message_is_cut_whatever_carries_it() {
+        let huge = "y".repeat(900_000);
+        let body = anthropic_body("invalid_request_error", &huge);
+        let error = ClientError::from_response(400, &HeaderMap::new(), &body, None);
+        let message = &error.details().unwrap().message;
+        assert_eq!(message.chars().count(), 2001, "{}", message.len());
+        assert!(message.ends_with("y…"));
+        let event = format!(r#"{{"error":{{"message":"{huge}"}}}}"#);
+        let error = ClientError::from_stream_error(&event, None);
+        assert_eq!(error.details().unwrap().message.chars().count(), 2001);
+        // The raw body too, and a short message is left whole (multibyte text counts by
+        // characters, not bytes).
+        let error = ClientError::from_response(502, &HeaderMap::new(), huge.as_bytes(), None);
+        assert_eq!(error.details().unwrap().message.chars().count(), 2001);
+        let short = "é".repeat(2000);
+        let error = ClientError::from_stream_error(
+            &format!(r#"{{"error":{{"message":"{short}"}}}}"#),
+            None,
+        );
+        assert_eq!(error.details().unwrap().message, short);
     }
 
     #[test]
