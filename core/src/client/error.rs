@@ -356,12 +356,16 @@ impl ClientError {
     }
 }
 
-/// The request id header of a response.
+/// The request id header of a response: the first of `request-id` and `x-request-id` that
+/// holds an id (visible ASCII, not blank). A gateway's empty or non-ASCII `request-id` hid the
+/// valid `x-request-id` beside it.
 pub(crate) fn request_id(headers: &HeaderMap) -> Option<String> {
     ["request-id", "x-request-id"]
         .iter()
-        .find_map(|name| headers.get(*name))
-        .and_then(|value| value.to_str().ok())
+        .flat_map(|name| headers.get_all(*name))
+        .filter_map(|value| value.to_str().ok())
+        .map(str::trim)
+        .find(|id| !id.is_empty())
         .map(str::to_owned)
 }
 
@@ -1161,6 +1165,33 @@ mod tests {
             None,
         );
         assert_eq!(error.details().unwrap().message, short);
+    }
+
+    /// An empty or non-ASCII `request-id` does not hide a valid `x-request-id` (it made the
+    /// request id `None`, or an empty one).
+    #[test]
+    fn the_request_id_is_the_first_header_that_holds_one() {
+        let headers = |pairs: &[(&'static str, &'static [u8])]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(*name, HeaderValue::from_bytes(value).unwrap());
+            }
+            map
+        };
+        for bad in [&b"caf\xe9"[..], b"", b"  "] {
+            let map = headers(&[("request-id", bad), ("x-request-id", b"req_2")]);
+            assert_eq!(request_id(&map).as_deref(), Some("req_2"), "{bad:?}");
+        }
+        let map = headers(&[("request-id", b"req_1"), ("x-request-id", b"req_2")]);
+        assert_eq!(request_id(&map).as_deref(), Some("req_1"));
+        assert_eq!(request_id(&headers(&[("request-id", b"")])), None);
+        let error = ClientError::from_response(
+            401,
+            &headers(&[("request-id", b"caf\xe9"), ("x-request-id", b"req_2")]),
+            b"{}",
+            None,
+        );
+        assert_eq!(error.request_id(), Some("req_2"));
     }
 
     #[test]
