@@ -813,7 +813,7 @@ export type Provider = 'anthropic' | 'openai-chat' | 'openai-responses'
  * `InvalidArgumentError`, as Python's `ValueError`.
  */
 export interface ClientTimeouts {
-  /** TCP (and proxy) connection (default 30,000). */
+  /** The connection: TCP, a proxy's CONNECT and the TLS handshake (default 30,000). */
   connectMs?: number | null
   /** From sending the request to the response headers (default 600,000). */
   firstByteMs?: number | null
