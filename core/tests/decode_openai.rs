@@ -220,6 +220,33 @@ fn chat_tool_call_id_and_name_are_set_once() {
     }));
 }
 
+/// A `null` in a later delta keeps the earlier value for the keys a delta replaces too: a server
+/// sending `"role": null` (and a tool call's `"type": null`) on every later delta left the final
+/// message with `"role": null` and the call with `"type": null`, which no API takes back.
+#[test]
+fn chat_null_role_and_type_in_later_deltas_keep_the_earlier_values() {
+    let chunks = vec![
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": "a", "tool_calls": [
+            {"index": 0, "id": "call_n", "type": "function", "function": {"name": "f", "arguments": ""}}]}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"role": null, "content": "b", "tool_calls": [
+            {"index": 0, "id": null, "type": null, "function": {"name": null, "arguments": "{}"}}]}}]),
+        ),
+        chunk(json!([{"index": 0, "delta": {"role": null}, "finish_reason": "tool_calls"}])),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, _, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["choices"][0]["message"],
+        json!({"role": "assistant", "content": "ab", "tool_calls": [
+            {"id": "call_n", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})
+    );
+}
+
 #[test]
 fn chat_unknown_delta_fields_accumulate_like_the_sdk() {
     let chunks = vec![

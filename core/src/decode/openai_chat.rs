@@ -24,7 +24,7 @@ type TextSpans = (Option<Range<usize>>, Option<Range<usize>>);
 /// snapshot (`object` renamed to `chat.completion`, each choice's `delta` renamed `message`);
 /// later deltas merge key by key (strings concatenate, `null` keeps the earlier value, lists of
 /// objects merge by their `index`, `index`/`type` are replaced, and so is `role`, which some
-/// servers repeat on every delta); a truthy `finish_reason` is
+/// servers repeat on every delta, but a `null` keeps them too); a truthy `finish_reason` is
 /// assigned; logprobs lists extend; `usage` and `system_fingerprint` are taken from every chunk
 /// (the usage-only final chunk has empty `choices`).
 ///
@@ -1841,6 +1841,12 @@ fn accumulate_delta(acc: &mut Object, delta: Object) -> Result<(), DecodeError> 
             acc.insert(key, delta_value);
             continue;
         };
+        // A `null` keeps the earlier value, also for the keys replaced below: servers that send
+        // `"role": null` (or a tool call's `"type": null`) on every later delta would otherwise
+        // leave the message with `role: null`, a shape no API accepts back.
+        if delta_value.is_null() && !acc_value.is_null() {
+            continue;
+        }
         // `role` too: servers that repeat `"role": "assistant"` on every delta (Gemini, LM
         // Studio) would otherwise make it `assistantassistant...`.
         if acc_value.is_null() || key == "index" || key == "type" || key == "role" {
