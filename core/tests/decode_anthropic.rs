@@ -1512,3 +1512,34 @@ fn a_done_marker_after_the_stream_is_not_an_event() {
         );
     }
 }
+
+/// A `null` in a later `message_delta` keeps the stop reason (README: "null keeps the old value
+/// — in usage and in a `message_delta`'s other fields"): a proxy's usage-only `message_delta`
+/// after the real one (`"stop_reason": null, "stop_sequence": null`) erased `end_turn`, and the
+/// final message said the model had not stopped.
+#[test]
+fn a_null_stop_reason_in_a_later_message_delta_keeps_the_earlier_one() {
+    let events = vec![
+        start("msg_null_stop"),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "hi"),
+        stop(0),
+        ev(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "stop_sequence", "stop_sequence": "END"},
+                "usage": {"output_tokens": 5}}),
+        ),
+        ev(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": null, "stop_sequence": null},
+                "usage": {"output_tokens": 6}}),
+        ),
+        message_stop(),
+    ];
+    let (mut decoder, _, error) = run(&events);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["stop_reason"], "stop_sequence");
+    assert_eq!(message["stop_sequence"], "END");
+    assert_eq!(message["usage"]["output_tokens"], 6);
+}

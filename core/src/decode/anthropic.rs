@@ -22,7 +22,7 @@ use crate::message::anthropic::{ContentBlock, Message};
 /// the block's stop; an empty buffer keeps the announced input, `{}`), a `compaction_delta`
 /// appends its `content` to the `compaction` block and replaces its `encrypted_content` (as
 /// anthropic-sdk-typescript's `BetaMessageStream`), `message_delta` assigns
-/// `stop_reason`/`stop_sequence`, every non-null usage field and a top-level
+/// a non-null `stop_reason`/`stop_sequence`, every non-null usage field and a top-level
 /// `context_management`.
 ///
 /// The tool-call events (`tool_use_ready`, `tool_use_invalid`, `tool_use_truncated`) are for
@@ -685,6 +685,10 @@ impl AnthropicDecoder {
         let message = self.started(KIND)?;
         for (key, value) in &delta.delta {
             match key.as_str() {
+                // A `null` keeps the earlier value here too: a proxy's usage-only
+                // `message_delta` after the real one (`"stop_reason": null`) does not erase
+                // why the model stopped.
+                "stop_reason" | "stop_sequence" if value.is_null() => {}
                 "stop_reason" => message.stop_reason = value.as_str().map(str::to_owned),
                 "stop_sequence" => message.stop_sequence = value.as_str().map(str::to_owned),
                 // A delta does not replace what `message_start` set, and in `extra` the key
