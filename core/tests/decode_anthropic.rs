@@ -1543,3 +1543,33 @@ fn a_null_stop_reason_in_a_later_message_delta_keeps_the_earlier_one() {
     assert_eq!(message["stop_sequence"], "END");
     assert_eq!(message["usage"]["output_tokens"], 6);
 }
+
+/// Token counts written as whole floats (`5.0`, as a proxy holding counts as floats relays
+/// them): `message_start`'s failed the whole stream as "invalid JSON", and `message_delta`'s
+/// were ignored, so the final usage kept the smaller counts of the start.
+#[test]
+fn usage_counts_written_as_whole_floats_are_read_as_counts() {
+    let events = vec![
+        ev(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_float", "type": "message",
+                "role": "assistant", "model": "claude-test", "content": [], "stop_reason": null,
+                "usage": {"input_tokens": 10.0, "output_tokens": 1.0, "cache_read_input_tokens": 7.0}}}),
+        ),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "hi"),
+        stop(0),
+        message_delta(
+            "end_turn",
+            json!({"output_tokens": 42.0, "input_tokens": 12.0}),
+        ),
+        message_stop(),
+    ];
+    let (mut decoder, _, error) = run(&events);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["usage"],
+        json!({"input_tokens": 12, "output_tokens": 42, "cache_read_input_tokens": 7})
+    );
+}

@@ -75,10 +75,18 @@ pub struct Usage {
     #[serde(default, deserialize_with = "zero_if_null")]
     pub output_tokens: u64,
     /// Input tokens written to the prompt cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole_count",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_creation_input_tokens: Option<u64>,
     /// Input tokens read from the prompt cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole_count",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_read_input_tokens: Option<u64>,
     /// Server tool usage counters (e.g. `{"web_search_requests": 1}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,11 +108,13 @@ impl Usage {
 
     /// Applies one field of a streamed `message_delta.usage`: values are cumulative, so they are
     /// assigned, never added; a `null`, or a counter that is not a count, keeps the earlier value.
+    /// A count written as a whole float (`9.0`, what a proxy holding counts as floats sends) is
+    /// that count.
     pub fn assign_field(&mut self, key: &str, value: &Value) {
         if value.is_null() {
             return;
         }
-        let as_u64 = value.as_u64();
+        let as_u64 = crate::json_number::whole_u64(value);
         match (key, as_u64) {
             ("input_tokens", Some(n)) => self.input_tokens = n,
             ("output_tokens", Some(n)) => self.output_tokens = n,
@@ -307,7 +317,23 @@ impl ContentBlock {
 /// A count that proxies may write as `null` (`message_start`'s `"output_tokens": null`), read as
 /// 0 until a `message_delta` assigns it.
 fn zero_if_null<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    Ok(Option::<u64>::deserialize(deserializer)?.unwrap_or(0))
+    Ok(whole_count(deserializer)?.unwrap_or(0))
+}
+
+/// A token count: `None` for `null`, and a whole number written as an integer or as a float
+/// with no fraction (`5.0`: proxies holding counts as floats send it, and the SDKs read it as 5).
+/// Anything else (a fraction, a negative number, a string) is refused, as before.
+fn whole_count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    match Option::<Value>::deserialize(deserializer)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => crate::json_number::whole_u64(&value)
+            .map(Some)
+            .ok_or_else(|| {
+                D::Error::custom(format!(
+                    "a token count must be a whole number of at least 0, got {value}"
+                ))
+            }),
+    }
 }
 
 fn typed<T: serde::de::DeserializeOwned>(map: &JsonObject) -> Option<T> {
@@ -499,6 +525,40 @@ mod tests {
             ]
         );
         assert_eq!(serde_json::to_value(&req).unwrap(), raw);
+    }
+
+    /// A token count written as a whole float (`5.0`) is that count: `message_start`'s failed
+    /// the whole stream as "invalid JSON", and `message_delta`'s was ignored, leaving the
+    /// earlier, smaller count in the final usage.
+    #[test]
+    fn usage_counts_written_as_whole_floats_are_counts() {
+        let usage: Usage =
+            serde_json::from_value(json!({"input_tokens": 5.0, "output_tokens": null,
+            "cache_read_input_tokens": 3.0, "cache_creation_input_tokens": null}))
+            .unwrap();
+        assert_eq!(usage.input_tokens, 5);
+        assert_eq!(usage.output_tokens, 0);
+        assert_eq!(usage.cache_read_input_tokens, Some(3));
+        assert_eq!(usage.cache_creation_input_tokens, None);
+        for refused in [
+            json!({"input_tokens": 2.5}),
+            json!({"input_tokens": -1}),
+            json!({"output_tokens": "7"}),
+        ] {
+            assert!(
+                serde_json::from_value::<Usage>(refused.clone()).is_err(),
+                "{refused}"
+            );
+        }
+        let mut usage = usage;
+        usage.assign_field("output_tokens", &json!(9.0));
+        usage.assign_field("input_tokens", &json!(2.5));
+        assert_eq!(usage.output_tokens, 9);
+        assert_eq!(
+            usage.input_tokens, 5,
+            "a fraction is not a count: the earlier value stays"
+        );
+        assert!(usage.extra.is_empty());
     }
 
     #[test]
