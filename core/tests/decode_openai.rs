@@ -1675,3 +1675,27 @@ fn responses_unusable_output_index_is_named_not_called_missing() {
             .ends_with("missing `output_index`")
     );
 }
+
+/// A second `data: [DONE]` (a gateway appending its own end marker to a stream that carried
+/// one) is not a second end: it was reported as a second `message_stop` event, which a host
+/// finalizing the turn on that event did twice.
+#[test]
+fn chat_a_repeated_done_marker_ends_the_stream_once() {
+    let chunks = vec![
+        chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": "x"}}])),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": "stop"}])),
+        "[DONE]".to_owned(),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, events, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    let stops = events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::MessageStop))
+        .count();
+    assert_eq!(stops, 1, "{events:?}");
+    assert_eq!(
+        decoder.finish().unwrap()["choices"][0]["message"]["content"],
+        "x"
+    );
+}

@@ -2034,6 +2034,11 @@ impl OpenAiChatDecoder {
         }
         self.end_template();
         if is_done_marker(data) {
+            // A repeated marker (gateways relaying a stream that already carried one append
+            // their own) ends nothing more: one end, one `message_stop`.
+            if self.done {
+                return Ok(());
+            }
             if self.snapshot.is_none() {
                 return Err(ProtocolError::BeforeStart {
                     event_type: "[DONE]".to_owned(),
