@@ -8,6 +8,7 @@ loop or worker threads) and/or the native built-in tools (``read``, ``write``, `
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, Iterable, Optional, Sequence, Union
 
@@ -106,7 +107,10 @@ class AgentRun(BatchedEvents[AgentEvent]):
 
     ``cancel()`` stops the run gracefully (running tools are cancelled; a ``stop`` event with
     reason ``aborted`` still follows). Cancelling the iterating task, or ``aclose()``, aborts
-    the run and its running tools at once. Leaving ``async for`` with ``break`` calls nothing
+    the run and its running tools at once, and raises ``CancelledError`` (returns) once the
+    tools have stopped: a tool task that handles its ``CancelledError`` has finished, a plain
+    tool has returned, either within the executor's ``cleanup_grace`` (one that outlives it
+    runs on, detached). Cancelling the waiting task again stops the wait. Leaving ``async for`` with ``break`` calls nothing
     (this is a plain async iterator, not a generator): the run goes on until ``aclose()``, the
     end of an ``async with run:`` block, or the run being dropped, which aborts it too. Like an
     async generator, a run refuses a second task's ``__anext__`` while another task waits for the
@@ -131,6 +135,18 @@ class AgentRun(BatchedEvents[AgentEvent]):
     def cancel(self) -> None:
         """Asks the run to stop (it ends with a ``stop`` event, reason ``aborted``)."""
         self._native_run.cancel()
+
+    async def _wind_down(self) -> None:
+        """Cancels the run and reads it to its end, whose ``stop`` event comes once every tool
+        call has answered: its Python tools have stopped (or outlived the executor's
+        ``cleanup_grace``). The events are dropped. Cancelled again meanwhile, it stops waiting."""
+        self._native_run.cancel()
+        try:
+            while await self._native_run.next_batch() is not None:
+                pass
+        except (asyncio.CancelledError, Exception):
+            # Cancelled again, or the run failed: nothing more to wait for; closing drops it.
+            return
 
     async def finish(self) -> AgentStopEvent:
         """Consumes the remaining events and returns the ``stop`` event. Raises

@@ -91,7 +91,13 @@ class BatchedEvents(AsyncClosing, Generic[Event]):
             except BaseException as error:
                 # An error, or the iterating task was cancelled: the work is over.
                 self._done = True
-                self._ended_early = _CLOSED if isinstance(error, asyncio.CancelledError) else error
+                self._waiting = False
+                cancelled = isinstance(error, asyncio.CancelledError)
+                self._ended_early = _CLOSED if cancelled else error
+                if cancelled:
+                    # The cancelled task raises once the work has stopped, as a task group's
+                    # cancellation waits for its children.
+                    await self._wind_down()
                 self._native.close()
                 raise
             finally:
@@ -103,16 +109,26 @@ class BatchedEvents(AsyncClosing, Generic[Event]):
         return self._seen(self._buffer.popleft())
 
     async def aclose(self) -> None:
-        """Aborts the underlying work (idempotent). Events received but not yet yielded are
-        dropped, as an async generator yields nothing after its ``aclose()``: a later
-        ``__anext__`` ends the iteration (it went on yielding the rest of the last batch)."""
-        if not self._done:
+        """Aborts the underlying work (idempotent) and returns once it has stopped (see
+        ``_wind_down``). Events received but not yet yielded are dropped, as an async generator
+        yields nothing after its ``aclose()``: a later ``__anext__`` ends the iteration (it went
+        on yielding the rest of the last batch)."""
+        unfinished = not self._done
+        if unfinished:
             self._ended_early = _CLOSED
         self._done = True
         # Looked at, not yielded: what a subclass keeps of them (a run's ``stop`` event) stays.
         while self._buffer:
             self._seen(self._buffer.popleft())
+        if unfinished:
+            await self._wind_down()
         self._native.close()
+
+    async def _wind_down(self) -> None:
+        """Called when the work is abandoned before its end (``aclose()``, the iterating task
+        cancelled), before the handle is closed: waits until what the work started has stopped.
+        Nothing to wait for here (a request is dropped at once); a run overrides it to wait for
+        its tools. Must not raise."""
 
     def _early_end(self, what: str) -> Optional[BaseException]:
         """What a call that needs the end of the work raises when the work ended early: the

@@ -8,6 +8,7 @@ import asyncio
 import gc
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -246,6 +247,99 @@ async def test_cancelling_the_iteration_cancels_running_python_tools(replay: Rep
         await asyncio.wait_for(cancelled.wait(), timeout=10)
     assert [e async for e in run] == []
     assert len(server.requests()) == 1
+
+
+def executor_with_slow_cleanups(steps: list[str]) -> tuple[ferroloop.ToolExecutor, asyncio.Event]:
+    """An executor whose async tool `slow` and plain tool `plain` take time to stop once
+    cancelled; `steps` records when each is done (the event is set once both started)."""
+    executor = ferroloop.ToolExecutor(cleanup_grace=5.0)
+    started: list[str] = []
+    both = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def mark_started(name: str) -> None:
+        started.append(name)
+        if len(started) == 2:
+            both.set()
+
+    @executor.tool(concurrency_safe=True)
+    async def slow(input: dict[str, Any]) -> str:
+        mark_started("slow")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.3)
+            steps.append("async tool stopped")
+            raise
+        return "never"
+
+    @executor.tool(concurrency_safe=True)
+    def plain(input: dict[str, Any], ctx: Any) -> str:
+        loop.call_soon_threadsafe(mark_started, "plain")
+        while not ctx.cancelled:
+            time.sleep(0.005)
+        time.sleep(0.2)
+        steps.append("plain tool stopped")
+        return "stopped"
+
+    return executor, both
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["task.cancel()", "aclose()"])
+async def test_a_cancelled_or_closed_run_returns_after_its_tools_stopped(replay: Replay, how: str) -> None:
+    # The iterating task's CancelledError (and aclose()) came at once, while the tools were
+    # still running: code after `await task` ran alongside tools of the run it had cancelled.
+    server = replay(
+        {"responses": [turn([tool_use("toolu_a", "slow", {}), tool_use("toolu_p", "plain", {})], "tool_use")]}
+    )
+    steps: list[str] = []
+    executor, both = executor_with_slow_cleanups(steps)
+    async with client_for(server) as client:
+        run = ferroloop.Agent(client, model="m", tools=executor).run("go")
+
+        async def consume() -> None:
+            async for _ in run:
+                pass
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(both.wait(), timeout=10)
+        if how == "task.cancel()":
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            steps.append("returned")
+        else:
+            await run.aclose()
+            steps.append("returned")
+            await task
+    assert sorted(steps[:2]) == ["async tool stopped", "plain tool stopped"], steps
+    assert steps[2:] == ["returned"], steps
+    assert [e async for e in run] == []
+
+
+@pytest.mark.asyncio
+async def test_cancelling_a_cancelled_run_again_stops_waiting_for_its_tools(replay: Replay) -> None:
+    server = replay({"responses": [turn([tool_use("toolu_a", "slow", {}), tool_use("toolu_p", "plain", {})], "tool_use")]})
+    steps: list[str] = []
+    executor, both = executor_with_slow_cleanups(steps)
+    async with client_for(server) as client:
+        run = ferroloop.Agent(client, model="m", tools=executor).run("go")
+
+        async def consume() -> None:
+            async for _ in run:
+                pass
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(both.wait(), timeout=10)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert steps == []
+        await asyncio.sleep(0.6)
+    assert sorted(steps) == ["async tool stopped", "plain tool stopped"]
 
 
 @pytest.mark.asyncio
