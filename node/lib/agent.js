@@ -86,7 +86,8 @@ class AgentRun {
 
   /**
    * The run's events, the last `stop`. Leaving the loop early (or closing the iterator before
-   * reading) cancels the run; result() then gives the cancelled run's stop event.
+   * reading) cancels the run, and the loop is left once the run's tools have stopped (or
+   * outlived the executor's cleanup grace); result() then gives the cancelled run's stop event.
    */
   [Symbol.asyncIterator]() {
     return closableIterator(this.#events(), () => this.#leaveUnread())
@@ -113,27 +114,30 @@ class AgentRun {
       this.#reject(err)
       throw err
     } finally {
-      if (!this.#source.ended) this.#leaveEarly()
+      // Leaving the loop (`break`, `return`, a throw in its body) waits here, in the iterator's
+      // return(), until the cancelled run's tools have stopped.
+      if (!this.#source.ended) await this.#leaveEarly()
     }
   }
 
   /**
    * Leaving early cancels the run (its tools are cancelled too). The cancelled run still ends
-   * with its stop event: read on in the background so that result() gives it rather than
-   * waiting forever.
+   * with its stop event, once its tools have stopped (or outlived the executor's cleanup
+   * grace): the returned promise reads on to it (never rejecting), so that result() gives it
+   * rather than waiting forever, and the loop left early resumes only then.
    */
   #leaveEarly() {
     this.#leaving?.(new AbortError("the loop over the run's events was left early"))
     this.#source.abort()
-    this.#drain()
+    return this.#drain()
   }
 
   /** An iterator closed before its first next(): cancels, as leaving a loop early does. */
   #leaveUnread() {
     // Another iterator reads the run; this one was never its reader.
-    if (this.#iterating) return
+    if (this.#iterating) return undefined
     this.#iterating = true
-    this.#leaveEarly()
+    return this.#leaveEarly()
   }
 
   /** Reads the rest of a run nobody iterates any more, settling result() with its stop. */

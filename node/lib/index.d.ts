@@ -1186,7 +1186,8 @@ export type ToolDefinition =
 export declare class AgentRun implements AsyncIterable<AgentEvent> {
   private constructor()
   /**
-   * The events as they happen; leaving the loop early cancels the run. Iterate once: a second
+   * The events as they happen; leaving the loop early cancels the run (the loop is left once
+   * the run's tools have stopped, or outlived the cleanup grace). Iterate once: a second
    * iterator's `next()` rejects with `InvalidStateError` (two loops would each get only some
    * events); several `next()` calls at once on the one iterator are answered in order.
    */

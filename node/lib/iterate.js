@@ -6,15 +6,17 @@
  * runs `leave`. A generator that never started runs neither its body nor its `finally` block on
  * `return()`/`throw()`, so "leaving the loop early cancels" would not hold for an iterator
  * closed unread (`const it = run[Symbol.asyncIterator](); await it.return()`); once started,
- * the generator's own `finally` does the leaving.
+ * the generator's own `finally` does the leaving. When `leave` returns a promise (an agent run
+ * waiting for its tools to stop), `return()`/`throw()` settle after it.
  * @internal
  */
 function closableIterator(generator, leave) {
   let started = false
+  // What `leave` returned (a promise when leaving waits for the work to stop), else undefined.
   const leaveUnstarted = () => {
-    if (started) return
+    if (started) return undefined
     started = true
-    leave()
+    return leave()
   }
   return {
     next(value) {
@@ -22,12 +24,14 @@ function closableIterator(generator, leave) {
       return generator.next(value)
     },
     return(value) {
-      leaveUnstarted()
-      return generator.return(value)
+      const left = leaveUnstarted()
+      if (left === undefined) return generator.return(value)
+      return Promise.resolve(left).then(() => generator.return(value))
     },
     throw(error) {
-      leaveUnstarted()
-      return generator.throw(error)
+      const left = leaveUnstarted()
+      if (left === undefined) return generator.throw(error)
+      return Promise.resolve(left).then(() => generator.throw(error))
     },
     [Symbol.asyncIterator]() {
       return this

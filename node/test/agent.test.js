@@ -246,6 +246,52 @@ test('leaving the loop over a run early cancels it: its running JS tool sees ctx
   )
 })
 
+for (const how of ['break', 'return() unread']) {
+  test(`leaving a run (${how}) resumes only once its running JS tool has stopped`, async () => {
+    // `break` went on at once while the cancelled tool still ran its cleanup (the run was read
+    // to its end in the background), where an abort through the signal ends with the stop
+    // event only after the tools answered.
+    const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_slow', name: 'slow', input: {} }], { stopReason: 'tool_use' })
+    await withServer(
+      () => serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' }),
+      async (client) => {
+        const steps = []
+        let started
+        const running = new Promise((resolve) => {
+          started = resolve
+        })
+        const executor = new ToolExecutor({ cleanupGraceMs: 5000 }).tool({ name: 'slow' }, (_input, ctx) => {
+          started()
+          return new Promise((resolve) => {
+            ctx.signal.addEventListener('abort', () => {
+              setTimeout(() => {
+                steps.push('tool stopped')
+                resolve('stopped')
+              }, 300)
+            })
+          })
+        })
+        const agent = new Agent(client, { model: 'replay', tools: executor })
+        const run = agent.run('Go.')
+        if (how === 'break') {
+          for await (const event of run) {
+            if (event.type === 'tool_started') break
+          }
+        } else {
+          const iterator = run[Symbol.asyncIterator]()
+          await running
+          await iterator.return()
+        }
+        steps.push('left')
+        assert.deepEqual(steps, ['tool stopped', 'left'])
+        const stop = await run.result()
+        assert.equal(stop.reason, 'aborted')
+        assertPaired(stop.messages)
+      },
+    )
+  })
+}
+
 test('maxTurns stops a run that keeps calling tools; result() gives the stop event', async () => {
   const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_x', name: 'noop', input: {} }], { stopReason: 'tool_use' })
   await withServer(
