@@ -166,7 +166,8 @@ impl AgentConfig {
     /// Checks what the API would refuse only after a round trip, or only once the case arises
     /// mid-run: an empty model (or fallback model) name, extra `messages` or `model` (which
     /// would replace the loop's own), an extra `system` beside a configured system prompt, an
-    /// extra `stream` other than `true`, extra `tools` that are not an array, an output limit
+    /// extra `stream` other than `true`, extra `tools` that are not an array of objects, an extra
+    /// `system` that is neither text nor an array of objects (content blocks), an output limit
     /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, a
     /// `tool_choice` forcing tool use (`any`, `tool`) with thinking on, an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
@@ -226,10 +227,28 @@ impl AgentConfig {
                 "extra \"stream\" must be true if given (the loop reads a stream), not {stream}"
             ));
         }
-        if let Some(tools) = self.extra.get("tools").filter(|tools| !tools.is_array()) {
-            return Err(format!(
-                "extra \"tools\" must be an array of tool definitions, not {tools}"
-            ));
+        if let Some(tools) = self.extra.get("tools") {
+            let Some(tools) = tools.as_array() else {
+                return Err(format!(
+                    "extra \"tools\" must be an array of tool definitions, not {tools}"
+                ));
+            };
+            if let Some(tool) = tools.iter().find(|tool| !tool.is_object()) {
+                return Err(format!(
+                    "extra \"tools\" must hold tool definitions (objects), not {tool}"
+                ));
+            }
+        }
+        // The API takes a system prompt as text or as content blocks, nothing else.
+        match self.extra.get("system") {
+            None | Some(Value::String(_)) => {}
+            Some(Value::Array(blocks)) if blocks.iter().all(Value::is_object) => {}
+            Some(system) => {
+                return Err(format!(
+                    "extra \"system\" must be text or an array of content blocks (objects), \
+                     not {system}"
+                ));
+            }
         }
         // The API refuses an output limit at or under the thinking budget; with the default
         // limit a budget over 8,191 would be refused on every request.
@@ -485,6 +504,42 @@ mod tests {
             let mut config = AgentConfig::new("claude-sonnet-4-5");
             config.extra.insert("stream".into(), stream.clone());
             assert_eq!(config.check().is_ok(), ok, "{stream}");
+        }
+    }
+
+    /// An extra system prompt or tool definition of the wrong shape (a number, a string where
+    /// a block or a definition goes) reached the request builder, where placing the cache
+    /// breakpoints panicked and the run ended without a `stop` event.
+    #[test]
+    fn extra_system_and_tools_of_the_wrong_shape_are_refused() {
+        for (key, value, ok) in [
+            ("system", json!("Be brief."), true),
+            (
+                "system",
+                json!([{"type": "text", "text": "Be brief."}]),
+                true,
+            ),
+            ("system", json!([]), true),
+            ("system", json!(5), false),
+            ("system", json!(["Be brief."]), false),
+            ("system", json!([{"type": "text", "text": "a"}, 42]), false),
+            (
+                "tools",
+                json!([{"type": "web_search_20250305", "name": "web_search"}]),
+                true,
+            ),
+            ("tools", json!([]), true),
+            ("tools", json!(["web_search"]), false),
+            ("tools", json!([{"name": "a"}, null]), false),
+            ("tools", json!({"name": "a"}), false),
+        ] {
+            let mut config = AgentConfig::new("claude-sonnet-4-5");
+            config.extra.insert(key.into(), value.clone());
+            let checked = config.check();
+            assert_eq!(checked.is_ok(), ok, "{key}: {value} -> {checked:?}");
+            if let Err(error) = checked {
+                assert!(error.contains(&format!("extra \"{key}\"")), "{error}");
+            }
         }
     }
 

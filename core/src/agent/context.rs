@@ -677,20 +677,28 @@ fn cache_control_sites(request: &Value) -> Vec<(bool, Site)> {
 
 fn add_cache_breakpoints(request: &mut Value) {
     let ephemeral = json!({"type": "ephemeral"});
+    // A system block or a tool definition that is no object (a host's `extra`, which
+    // `AgentConfig::check` refuses; a request built by hand) takes no marker: indexing it by a
+    // key would panic.
     if let Some(system) = request.get_mut("system") {
         if let Value::String(text) = system {
             *system = json!([{"type": "text", "text": text.clone()}]);
         }
-        if let Some(last) = system.as_array_mut().and_then(|b| b.last_mut()) {
-            last["cache_control"] = ephemeral.clone();
+        if let Some(last) = system
+            .as_array_mut()
+            .and_then(|b| b.last_mut())
+            .and_then(Value::as_object_mut)
+        {
+            last.insert("cache_control".to_owned(), ephemeral.clone());
         }
     }
     if let Some(last) = request
         .get_mut("tools")
         .and_then(Value::as_array_mut)
         .and_then(|t| t.last_mut())
+        .and_then(Value::as_object_mut)
     {
-        last["cache_control"] = ephemeral.clone();
+        last.insert("cache_control".to_owned(), ephemeral.clone());
     }
     if let Some(last) = request
         .get_mut("messages")
@@ -923,6 +931,31 @@ mod tests {
             "idempotent"
         );
         assert!(check_tool_pairing(&messages).is_ok());
+    }
+
+    /// A system block or a tool definition that is no object (from a host's `extra`) panicked
+    /// here ("cannot access key \"cache_control\" in JSON string"), which killed the run's task:
+    /// the run ended without a `stop` event.
+    #[test]
+    fn breakpoints_skip_system_blocks_and_tools_that_are_not_objects() {
+        for (system, tools) in [
+            (json!(["plain"]), json!(["web_search"])),
+            (json!([42]), json!([42])),
+            (json!([[]]), json!([null])),
+        ] {
+            let mut request = json!({
+                "system": system.clone(),
+                "tools": tools.clone(),
+                "messages": [{"role": "user", "content": "one"}],
+            });
+            place_cache_breakpoints(&mut request);
+            assert_eq!(request["system"], system);
+            assert_eq!(request["tools"], tools);
+            assert_eq!(
+                request["messages"][0]["content"][0]["cache_control"]["type"],
+                "ephemeral"
+            );
+        }
     }
 
     #[test]
