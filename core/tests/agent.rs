@@ -2469,6 +2469,50 @@ async fn microcompact_never_clears_the_results_the_model_has_not_seen() {
     }
 }
 
+/// `keep_recent_tool_results` counts the results of compactable tools (the only ones
+/// microcompact clears): the unread results of the last turn were subtracted from it whatever
+/// their tool, so a last turn of calls to a tool outside `compactable_tools` cleared as many
+/// more of the older results than configured.
+#[tokio::test]
+async fn microcompact_keeps_as_many_compactable_results_whatever_tools_the_last_turn_called() {
+    let (model, requests) = ScriptedModel::new(move |n, request| match n {
+        0..=2 => reply(
+            request,
+            vec![call(
+                &format!("t{n}"),
+                "read",
+                json!({"path": format!("f{n}")}),
+            )],
+            "tool_use",
+        ),
+        3 => reply(
+            request,
+            vec![call("w3", "write", json!({"path": "out"}))],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("done")], "end_turn"),
+    })
+    .recorded();
+    let mut config = AgentConfig::new("m");
+    config.keep_recent_tool_results = 3;
+    config.compactable_tools = vec!["read".into()];
+    // Warning (not auto-compact) from the start: microcompact runs before every call.
+    config.budget = thresholds(500_000, 1_000_000);
+    config.budget.warning_buffer = 500_000;
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let (reason, _, _) = stop(&collect(&agent, "go").await);
+    assert_eq!(reason, StopReason::EndTurn);
+    let requests = requests.lock().unwrap();
+    let last = requests.last().unwrap().to_string();
+    assert!(
+        !last.contains(CLEARED_TOOL_RESULT),
+        "three read results are kept, and there are three: {last}"
+    );
+    for n in 0..3 {
+        assert!(last.contains(&format!("contents of f{n}")), "{last}");
+    }
+}
+
 /// The summariser reads the results the model has not read yet: it cleared every tool result
 /// first, those of the last turn too, and the summary replacing the history was then the only
 /// way into it, so the model never saw them (and would call the same tools again).

@@ -519,6 +519,50 @@ pub(crate) fn trim_final_assistant_text(messages: &mut [Value]) {
     }
 }
 
+/// Whether the `tool_result` answering a call id is one of a compactable tool (`compactable`
+/// empty: every tool), the calls' names read from `messages`.
+fn compactable_results<'a>(
+    messages: &[Value],
+    compactable: &'a [String],
+) -> impl Fn(&str) -> bool + 'a {
+    let mut names: HashMap<String, String> = HashMap::new();
+    for message in messages {
+        for block in blocks(message).filter(|b| block_type(b) == "tool_use") {
+            if let (Some(id), Some(name)) = (
+                block.get("id").and_then(Value::as_str),
+                block.get("name").and_then(Value::as_str),
+            ) {
+                names.insert(id.to_owned(), name.to_owned());
+            }
+        }
+    }
+    move |id: &str| {
+        compactable.is_empty()
+            || names
+                .get(id)
+                .is_some_and(|name| compactable.iter().any(|c| c == name))
+    }
+}
+
+/// How many `tool_result` blocks of the last message are of a compactable tool (`compactable`
+/// empty: every tool): those [`microcompact`] would count toward `keep` there.
+pub(crate) fn last_compactable_result_count(messages: &[Value], compactable: &[String]) -> usize {
+    let Some(last) = messages.last() else {
+        return 0;
+    };
+    let is_compactable = compactable_results(messages, compactable);
+    blocks(last)
+        .filter(|b| block_type(b) == "tool_result")
+        .filter(|b| {
+            is_compactable(
+                b.get("tool_use_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            )
+        })
+        .count()
+}
+
 /// Whether a message has no content left.
 pub fn is_empty_message(message: &Value) -> bool {
     match message.get("content") {
@@ -532,23 +576,7 @@ pub fn is_empty_message(message: &Value) -> bool {
 /// `keep` most recent is replaced by [`CLEARED_TOOL_RESULT`]. `compactable` empty means every
 /// tool. Returns how many results were cleared now (already-cleared ones are not counted).
 pub fn microcompact(messages: &mut [Value], keep: usize, compactable: &[String]) -> usize {
-    let mut names: HashMap<String, String> = HashMap::new();
-    for message in messages.iter() {
-        for block in blocks(message).filter(|b| block_type(b) == "tool_use") {
-            if let (Some(id), Some(name)) = (
-                block.get("id").and_then(Value::as_str),
-                block.get("name").and_then(Value::as_str),
-            ) {
-                names.insert(id.to_owned(), name.to_owned());
-            }
-        }
-    }
-    let is_compactable = |id: &str| {
-        compactable.is_empty()
-            || names
-                .get(id)
-                .is_some_and(|name| compactable.iter().any(|c| c == name))
-    };
+    let is_compactable = compactable_results(messages, compactable);
     let mut positions = Vec::new();
     for (m, message) in messages.iter().enumerate() {
         for (b, block) in blocks(message).enumerate() {

@@ -20,8 +20,9 @@ use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_thinking,
     drop_trailing_thinking, drop_trailing_thinking_before_last, drop_unanswered_server_tool_uses,
     drop_unsendable_blocks, drop_unsigned_thinking, history_from_summary, is_empty_message,
-    microcompact, names_a_tool, object_tool_inputs, place_cache_breakpoints,
-    rename_repeated_tool_use_ids, strip_tool_uses, tool_use_ids, trim_final_assistant_text,
+    last_compactable_result_count, microcompact, names_a_tool, object_tool_inputs,
+    place_cache_breakpoints, rename_repeated_tool_use_ids, strip_tool_uses, tool_use_ids,
+    trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason, UsageCall};
 use super::model::{FailureDetails, Model, ModelError, ModelEvent, ModelStream};
@@ -1652,8 +1653,9 @@ impl Driver {
             let compactable = self.config().compactable_tools.clone();
             // The results of the last message are the ones the model is about to read: they
             // are never cleared, whatever `keep` says (0 would otherwise send them cleared and
-            // the model would call the same tools again).
-            let unseen = self.messages.last().map_or(0, tool_result_count);
+            // the model would call the same tools again). Those of compactable tools count
+            // toward `keep`, as microcompact counts them; the others are never cleared anyway.
+            let unseen = last_compactable_result_count(&self.messages, &compactable);
             let cleared = if unseen > 0 {
                 let older = self.messages.len() - 1;
                 microcompact(
