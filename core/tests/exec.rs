@@ -1845,3 +1845,61 @@ async fn results_that_share_an_id_or_its_file_name_keep_their_own_spill_files() 
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `run_checked_with_host_data_until`: a run stopped by its token (not by dropping the future)
+/// resolves with every call's result once the cancelled tools have stopped, so a binding can
+/// wait for them (Python's cancelled `run` raised while its tools still cleaned up).
+#[tokio::test(start_paused = true)]
+async fn a_run_stopped_by_its_token_resolves_once_its_tools_have_stopped() {
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let mut tools = ToolRegistry::new();
+    let done = stopped.clone();
+    tools
+        .register(
+            FnTool::new("slow", move |_, ctx| {
+                let done = done.clone();
+                async move {
+                    ctx.cancelled().await;
+                    // Cleanup that takes a while, within the grace.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    done.fetch_add(1, Ordering::SeqCst);
+                    Ok(ToolOutput::text("stopped"))
+                }
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    let exec = ToolExecutor::builder(tools)
+        .config(ExecutorConfig {
+            cleanup_grace: Duration::from_secs(5),
+            ..ExecutorConfig::default()
+        })
+        .build();
+    let stop = ferroloop::exec::CancellationToken::new();
+    let canceller = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        canceller.cancel();
+    });
+    let start = Instant::now();
+    let results = exec
+        .run_checked_with_host_data_until(
+            vec![
+                ToolUse::new("a", "slow", json!({})),
+                ToolUse::new("b", "slow", json!({})),
+            ],
+            Vec::new(),
+            Arc::new(()),
+            stop,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&results), ["a", "b"]);
+    assert!(results.iter().all(|r| r.is_error), "{results:?}");
+    assert_eq!(
+        stopped.load(Ordering::SeqCst),
+        2,
+        "both tools finished stopping"
+    );
+    assert!(start.elapsed() >= Duration::from_millis(310));
+}

@@ -293,7 +293,8 @@ class ToolExecutor:
         """Runs ``tool_use`` blocks and returns one ``tool_result`` dict (a ``ToolResult``) per
         call, in request order (a block without ``input`` runs its tool with ``{}``). Each tool runs in a copy of the caller's ``contextvars`` context (a copy per
         call). Cancelling the awaiting task cancels the running tools (their tasks see
-        ``asyncio.CancelledError``). A tool that raises gives an error result (``is_error``)
+        ``asyncio.CancelledError``) and raises ``CancelledError`` once they have stopped (within
+        ``cleanup_grace``; cancelling it again stops the wait). A tool that raises gives an error result (``is_error``)
         for the model to read, and the other calls run on unless that tool
         ``cancels_siblings_on_error``. A call whose ``input`` cannot be converted to JSON (a
         ``datetime``, an int past 64 bits) gets its own error result, "Invalid input for tool
@@ -302,7 +303,20 @@ class ToolExecutor:
         the whole call, and so is one ``tool_use`` dict given instead of a list of them."""
         if isinstance(tool_uses, dict):
             raise TypeError("tool_uses must be a list of tool_use dicts, not one dict (wrap it in a list)")
-        return await self._native.run(list(tool_uses))
+        results, stop = self._native.run(list(tool_uses))
+        running = asyncio.ensure_future(results)
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            # The awaiting task was cancelled: the calls are cancelled, and it raises once the
+            # tools have stopped (each within cleanup_grace), as a task group waits for its
+            # children. Cancelled again meanwhile, it stops waiting (the run is dropped).
+            stop.cancel()
+            try:
+                await running
+            except BaseException:
+                running.cancel()
+            raise
 
     def turn(self) -> Turn:
         """Starts a streaming turn (call from a coroutine: tools run on its event loop)."""

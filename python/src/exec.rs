@@ -533,11 +533,15 @@ impl PyExecutor {
 
     /// Runs a batch of `tool_use` blocks; an awaitable of one `tool_result` dict per call, in
     /// request order.
+    /// Starts running the calls: returns the awaitable of their results and the run's stop
+    /// handle, whose `cancel()` cancels the calls while the awaitable still resolves, with
+    /// every result, once the tools have stopped (cancelling the awaitable itself drops the
+    /// run at once).
     fn run<'py>(
         &self,
         py: Python<'py>,
         tool_uses: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<(Bound<'py, PyAny>, PyRunStop)> {
         shield(py, "ToolExecutor.run", || {
             let CheckedToolUses { tool_uses, refused } = tool_uses_of(tool_uses)?;
             let executor = self.executor()?;
@@ -545,12 +549,14 @@ impl PyExecutor {
             // The tools run in copies of the caller's context (captured once per run).
             let context = CallerContext::for_run(py)?;
             let lease = self.lease();
-            into_awaitable(
+            let stop = CancellationToken::new();
+            let until = stop.clone();
+            let awaitable = into_awaitable(
                 py,
                 &bridge,
                 async move {
                     let results = executor
-                        .run_checked_with_host_data(tool_uses, refused, context)
+                        .run_checked_with_host_data_until(tool_uses, refused, context, until)
                         .await;
                     drop(lease);
                     Ok(results)
@@ -559,7 +565,8 @@ impl PyExecutor {
                     Ok(results) => results_to_py(py, &results),
                     Err(err) => Err(turn_error(py, err)),
                 },
-            )
+            )?;
+            Ok((awaitable, PyRunStop { stop }))
         })
     }
 
@@ -583,6 +590,23 @@ impl PyExecutor {
                 bridge,
                 unclaimed: Arc::default(),
             })
+        })
+    }
+}
+
+/// The stop handle of a `ToolExecutor.run`: `cancel()` cancels its calls (each still answers).
+#[pyclass(module = "ferroloop._native", name = "_RunStop", frozen)]
+pub(crate) struct PyRunStop {
+    stop: CancellationToken,
+}
+
+#[pymethods]
+impl PyRunStop {
+    /// Cancels the run's running and queued calls; its awaitable resolves once they stopped.
+    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+        shield(py, "ToolExecutor.run", || {
+            self.stop.cancel();
+            Ok(())
         })
     }
 }
@@ -945,6 +969,7 @@ pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("DEFAULT_TURN_BUDGET_CHARS", DEFAULT_TURN_BUDGET_CHARS)?;
     module.add_class::<PyExecutor>()?;
     module.add_class::<PyTurn>()?;
+    module.add_class::<PyRunStop>()?;
     module.add_class::<PyToolContext>()?;
     Ok(())
 }

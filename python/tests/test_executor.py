@@ -171,6 +171,78 @@ async def test_cancelling_the_awaiting_task_cancels_running_python_tools() -> No
 
 
 @pytest.mark.asyncio
+async def test_a_cancelled_run_raises_once_its_tools_have_stopped() -> None:
+    # run() raised CancelledError at once and the tools' cleanup ran on after it, where Node's
+    # run({ signal }) rejects once the tools have settled.
+    ex = ferroloop.ToolExecutor(cleanup_grace=5.0)
+    steps: list[str] = []
+    started: list[str] = []
+    both = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def mark_started(name: str) -> None:
+        started.append(name)
+        if len(started) == 2:
+            both.set()
+
+    @ex.tool(concurrency_safe=True)
+    async def slow(inp: dict[str, Any]) -> str:
+        mark_started("slow")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.3)
+            steps.append("async tool stopped")
+            raise
+        return "unreachable"
+
+    @ex.tool(concurrency_safe=True)
+    def plain(inp: dict[str, Any], ctx: Any) -> str:
+        loop.call_soon_threadsafe(mark_started, "plain")
+        while not ctx.cancelled:
+            time.sleep(0.005)
+        time.sleep(0.2)
+        steps.append("plain tool stopped")
+        return "stopped"
+
+    task = asyncio.ensure_future(ex.run([use(0, "slow"), use(1, "plain")]))
+    await asyncio.wait_for(both.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    steps.append("raised")
+    assert sorted(steps[:2]) == ["async tool stopped", "plain tool stopped"], steps
+    assert steps[2:] == ["raised"], steps
+
+
+@pytest.mark.asyncio
+async def test_cancelling_a_cancelled_run_again_stops_waiting_for_its_tools() -> None:
+    ex = ferroloop.ToolExecutor(cleanup_grace=5.0)
+    started = asyncio.Event()
+    stopped = asyncio.Event()
+
+    @ex.tool
+    async def slow(inp: dict[str, Any]) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.5)
+            stopped.set()
+            raise
+        return "unreachable"
+
+    task = asyncio.ensure_future(ex.run([use(0, "slow")]))
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not stopped.is_set(), "the second cancellation waited for the tool"
+
+
+@pytest.mark.asyncio
 async def test_plain_functions_run_on_worker_threads_off_the_loop() -> None:
     ex = ferroloop.ToolExecutor()
     loop_thread = threading.get_ident()

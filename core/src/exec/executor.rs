@@ -269,6 +269,34 @@ impl ToolExecutor {
         self.run_with(tool_uses, refused, Some(host)).await
     }
 
+    /// [`run_checked_with_host_data`](Self::run_checked_with_host_data), stopped by `cancel`
+    /// rather than by dropping the future: once `cancel` fires, running calls are cancelled and
+    /// queued ones never start, and the future still resolves, with every call's result (an
+    /// `is_error` one for each call cancelled), once the tools have stopped — each within the
+    /// cleanup grace, past which it is detached. For a host that waits for cancelled work to
+    /// stop before it goes on (Python's cancelled task raises only then).
+    pub async fn run_checked_with_host_data_until(
+        &self,
+        tool_uses: Vec<ToolUse>,
+        refused: Vec<(usize, String)>,
+        host: HostData,
+        cancel: CancellationToken,
+    ) -> Result<Vec<ToolResult>, TurnError> {
+        let mut turn = Turn::new(self.inner.clone(), false, Some(host));
+        turn.accept_batch(tool_uses, refused);
+        let handle = turn.handle();
+        let finish = turn.finish();
+        tokio::pin!(finish);
+        tokio::select! {
+            biased;
+            results = &mut finish => results,
+            () = cancel.cancelled() => {
+                handle.cancel();
+                finish.await
+            }
+        }
+    }
+
     async fn run_with(
         &self,
         tool_uses: Vec<ToolUse>,
