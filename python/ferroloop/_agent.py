@@ -8,7 +8,6 @@ loop or worker threads) and/or the native built-in tools (``read``, ``write``, `
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any, Iterable, Optional, Sequence, Union
 
@@ -139,13 +138,14 @@ class AgentRun(BatchedEvents[AgentEvent]):
     async def _wind_down(self) -> None:
         """Cancels the run and reads it to its end, whose ``stop`` event comes once every tool
         call has answered: its Python tools have stopped (or outlived the executor's
-        ``cleanup_grace``). The events are dropped. Cancelled again meanwhile, it stops waiting."""
+        ``cleanup_grace``). The events are dropped. Cancelled again meanwhile, it stops waiting
+        and raises that ``CancelledError`` (the caller closes the run, which drops it)."""
         self._native_run.cancel()
         try:
             while await self._native_run.next_batch() is not None:
                 pass
-        except (asyncio.CancelledError, Exception):
-            # Cancelled again, or the run failed: nothing more to wait for; closing drops it.
+        except Exception:
+            # The run failed: nothing more to wait for.
             return
 
     async def finish(self) -> AgentStopEvent:

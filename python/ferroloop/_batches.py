@@ -94,11 +94,13 @@ class BatchedEvents(AsyncClosing, Generic[Event]):
                 self._waiting = False
                 cancelled = isinstance(error, asyncio.CancelledError)
                 self._ended_early = _CLOSED if cancelled else error
-                if cancelled:
-                    # The cancelled task raises once the work has stopped, as a task group's
-                    # cancellation waits for its children.
-                    await self._wind_down()
-                self._native.close()
+                try:
+                    if cancelled:
+                        # The cancelled task raises once the work has stopped, as a task
+                        # group's cancellation waits for its children.
+                        await self._wind_down()
+                finally:
+                    self._native.close()
                 raise
             finally:
                 self._waiting = False
@@ -120,15 +122,18 @@ class BatchedEvents(AsyncClosing, Generic[Event]):
         # Looked at, not yielded: what a subclass keeps of them (a run's ``stop`` event) stays.
         while self._buffer:
             self._seen(self._buffer.popleft())
-        if unfinished:
-            await self._wind_down()
-        self._native.close()
+        try:
+            if unfinished:
+                await self._wind_down()
+        finally:
+            self._native.close()
 
     async def _wind_down(self) -> None:
         """Called when the work is abandoned before its end (``aclose()``, the iterating task
         cancelled), before the handle is closed: waits until what the work started has stopped.
         Nothing to wait for here (a request is dropped at once); a run overrides it to wait for
-        its tools. Must not raise."""
+        its tools. Raises only ``CancelledError``, when the waiting task is cancelled again: the
+        caller closes the handle whatever happens, and that cancellation is the task's own."""
 
     def _early_end(self, what: str) -> Optional[BaseException]:
         """What a call that needs the end of the work raises when the work ended early: the

@@ -19,6 +19,7 @@ __all__ = [
     "StreamDecoder",
     "DEFAULT_TURN_BUDGET_CHARS",
     "_Executor",
+    "_RunStop",
     "_Turn",
     "ToolContext",
     "_Client",

@@ -343,6 +343,36 @@ async def test_cancelling_a_cancelled_run_again_stops_waiting_for_its_tools(repl
 
 
 @pytest.mark.asyncio
+async def test_a_task_cancelled_while_aclose_waits_for_the_tools_is_cancelled(replay: Replay) -> None:
+    # aclose() waits for the tools; a cancellation of the task waiting in it is that task's own
+    # and must reach it, not be taken as the end of the wait (aclose() returned normally).
+    server = replay({"responses": [turn([tool_use("toolu_a", "slow", {}), tool_use("toolu_p", "plain", {})], "tool_use")]})
+    steps: list[str] = []
+    executor, both = executor_with_slow_cleanups(steps)
+    async with client_for(server) as client:
+        run = ferroloop.Agent(client, model="m", tools=executor).run("go")
+        started = 0
+        async for event in run:
+            started += event["type"] == "tool_started"
+            if started == 2:
+                break
+        await asyncio.wait_for(both.wait(), timeout=10)
+
+        async def close() -> None:
+            await run.aclose()
+            steps.append("aclose returned")
+
+        closer = asyncio.create_task(close())
+        await asyncio.sleep(0.05)
+        closer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closer
+        assert steps == [], steps
+        await asyncio.sleep(0.6)
+    assert sorted(steps) == ["async tool stopped", "plain tool stopped"]
+
+
+@pytest.mark.asyncio
 async def test_cancel_stops_the_run_with_reason_aborted(replay: Replay) -> None:
     server = replay({"responses": [turn([tool_use("toolu_slow", "slow", {})], "tool_use")]})
     executor = ferroloop.ToolExecutor()
