@@ -303,8 +303,8 @@ pub enum AgentEvent {
         /// ([`ModelError::with_code`](super::ModelError::with_code); `model_error` for
         /// [`ModelError::other`](super::ModelError::other)); or the loop's: `invalid_history`
         /// (a conversation handed in that the API would refuse; no request was made),
-        /// `invalid_configuration`, `invalid_tool_definition`, `internal` (the model panicked
-        /// or its stream ended without a final item), `hook_failed` (the compaction hook
+        /// `invalid_configuration`, `invalid_tool_definition`, `internal` (the model or the
+        /// loop itself panicked, or the model's stream ended without a final item), `hook_failed` (the compaction hook
         /// panicked). For `prompt_too_long`: `prompt_too_long`; for `budget`: `token_budget`
         /// or `cost_budget`; for `max_tokens`: `max_tokens_no_progress` when nothing of the
         /// cut response could be kept and the next request would be the one just cut (after a

@@ -625,7 +625,27 @@ impl Driver {
         }
     }
 
+    /// Runs the loop to its `stop` event. A panic in the loop itself (the model's and the
+    /// hooks' are caught where they are called) still ends the run with a `stop` event, reason
+    /// `error`, code `internal`, and the history as far as it got: without it the run's events
+    /// ended with no `stop` at all, which the bindings read as a run that never ended.
     async fn drive(mut self) {
+        let ended = AssertUnwindSafe(self.run_to_stop()).catch_unwind().await;
+        if let Err(panic) = ended {
+            let message = panic_message(panic.as_ref());
+            tracing::error!(%message, "the agent loop panicked");
+            let ending = Ending::failed(
+                StopReason::Error,
+                INTERNAL,
+                format!("the agent loop panicked: {message}"),
+            );
+            let stop = self.stop_event(ending);
+            self.emit(stop);
+        }
+    }
+
+    /// The loop, from the checks of what the caller handed in to the `stop` event it sends.
+    async fn run_to_stop(&mut self) {
         // A conversation the caller handed in is checked before any request: the loop only
         // keeps the history valid, it does not make it so (and the API would refuse it).
         let refused = |code: &'static str, what: &'static str| {
@@ -656,12 +676,7 @@ impl Driver {
         if checked.is_ok() && rename_repeated_tool_use_ids(&mut self.messages) > 0 {
             self.tracker.replace_messages(&self.messages);
         }
-        let Ending {
-            reason,
-            error,
-            error_code,
-            details,
-        } = match checked {
+        let ending = match checked {
             Ok(()) => {
                 let stop = self.turns_loop().await;
                 debug_assert!(check_tool_pairing(&self.messages).is_ok());
@@ -675,6 +690,19 @@ impl Driver {
                 refused
             }
         };
+        let stop = self.stop_event(ending);
+        self.emit(stop);
+    }
+
+    /// The `stop` event of an `ending`, with the history (taken out of the driver) and the
+    /// run's counts.
+    fn stop_event(&mut self, ending: Ending) -> AgentEvent {
+        let Ending {
+            reason,
+            error,
+            error_code,
+            details,
+        } = ending;
         // A run that stops after a paused turn (a limit, a budget, an abort, a failed call)
         // ends its history with the paused message, which the API refuses as the final
         // message with trailing whitespace: it is handed back as its continuation's request
@@ -682,7 +710,7 @@ impl Driver {
         if self.paused {
             trim_final_assistant_text(&mut self.messages);
         }
-        let stop = AgentEvent::Stop {
+        AgentEvent::Stop {
             reason,
             error,
             error_code,
@@ -694,8 +722,7 @@ impl Driver {
             tool_calls: self.tool_calls,
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
-        };
-        self.emit(stop);
+        }
     }
 
     async fn turns_loop(&mut self) -> Ending {
@@ -706,6 +733,10 @@ impl Driver {
         // kept, with the stop to make if the next request is still the same one.
         let mut unchanged_means_no_progress: Option<(Value, Ending)> = None;
         loop {
+            #[cfg(test)]
+            if self.model == tests::PANICS_AFTER_ONE_TURN && self.turns == 1 {
+                panic!("a bug in the loop, injected by a test");
+            }
             if self.cancel.is_cancelled() {
                 return Ending::reason(StopReason::Aborted);
             }
@@ -2498,6 +2529,59 @@ const EMPTY_ERROR_RESULT: &str = "The tool failed without a message.";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::replay::{ScriptedModel, anthropic_sse, scripted_message};
+    use crate::exec::{FnTool, ToolOutput, ToolRegistry};
+
+    /// The model name under which the loop panics before its second turn (see `turns_loop`).
+    pub(super) const PANICS_AFTER_ONE_TURN: &str = "test-panics-after-one-turn";
+
+    /// A panic in the loop itself ended the run's events without a `stop` (the bindings saw a
+    /// run that simply ended, Python with no events at all). It now stops with `error`, code
+    /// `internal`, and the history as far as it got: the first turn's call and its result.
+    #[tokio::test]
+    async fn a_panic_in_the_loop_still_ends_the_run_with_a_stop_event() {
+        let model = ScriptedModel::new(|n, request| {
+            let content = if n == 0 {
+                vec![json!({"type": "tool_use", "id": "t1", "name": "echo", "input": {}})]
+            } else {
+                vec![json!({"type": "text", "text": "done"})]
+            };
+            let stop = if n == 0 { "tool_use" } else { "end_turn" };
+            let message = scripted_message(request, content, stop);
+            Ok(bytes::Bytes::from(anthropic_sse(&message, 7)))
+        });
+        let mut tools = ToolRegistry::new();
+        let echo = FnTool::new("echo", |_input, _ctx| async { Ok(ToolOutput::text("ok")) });
+        assert!(tools.register(echo).is_ok());
+        let agent = Agent::new(
+            AgentConfig::new(PANICS_AFTER_ONE_TURN),
+            Arc::new(model),
+            Arc::new(ToolExecutor::new(tools)),
+        );
+        let events: Vec<AgentEvent> = agent.run("go").collect().await;
+        let Some(AgentEvent::Stop {
+            reason,
+            error,
+            error_code,
+            messages,
+            turns,
+            tool_calls,
+            ..
+        }) = events.last()
+        else {
+            panic!("no stop event: {events:?}");
+        };
+        assert_eq!((reason, *error_code), (&StopReason::Error, Some(INTERNAL)));
+        let error = error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains("the agent loop panicked: a bug in the loop"),
+            "{error}"
+        );
+        assert_eq!((*turns, *tool_calls), (1, 1));
+        let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "user"], "{messages:?}");
+        assert_eq!(messages[2]["content"][0]["tool_use_id"], "t1");
+    }
 
     /// The fallback's error says which overloads it saw: 529s, overloads without a status,
     /// or both; anything else in between starts the count again.
