@@ -854,7 +854,7 @@ export interface ClientOptions {
   maxRetries?: number | null
   /** The first backoff ceiling in milliseconds (default 500, doubling per retry, full jitter). */
   retryBaseDelayMs?: number | null
-  /** The largest backoff ceiling in milliseconds (default 32,000). */
+  /** The largest backoff ceiling in milliseconds (default 32,000); a base above it is capped to it. */
   retryMaxDelayMs?: number | null
   /** Watchdog timeouts: a plain object (a Map or an array is an InvalidArgumentError). */
   timeouts?: ClientTimeouts | null

@@ -101,7 +101,7 @@ class Client(AsyncClosing):
     (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``)
     unless ``from_env=False`` (``None`` is the default, as Node's ``fromEnv: null``). Retries (``max_retries``, default 10) use exponential backoff
     with full jitter from ``retry_base_delay`` (default 0.5 s) up to ``retry_max_delay``
-    (default 32 s), honouring ``retry-after`` up to 60 s (a longer one is not waited for: the
+    (default 32 s; a base above it is capped to it), honouring ``retry-after`` up to 60 s (a longer one is not waited for: the
     backoff applies instead); they cover 408/409/429/5xx/529 and connection failures before the
     first event, and a provider error of a transient class (rate limited but not
     ``insufficient_quota``, overloaded, server) that a 200 carries before any event was

@@ -20,7 +20,9 @@ pub struct RetryPolicy {
     pub max_retries: u32,
     /// The first backoff ceiling (default 500 ms); it doubles on each retry.
     pub base_delay: Duration,
-    /// The largest backoff ceiling (default 32 s).
+    /// The largest backoff ceiling (default 32 s). Every ceiling is capped to it, the first
+    /// one too: a `base_delay` above it waits up to `max_delay` from the first retry, so that
+    /// lowering only this one (for a quick-failing client) is enough.
     pub max_delay: Duration,
     /// A server-requested wait longer than this is ignored in favour of the backoff
     /// (default 60 s), so a bogus header cannot park a request for hours.
