@@ -2085,8 +2085,9 @@ fl_status fl_executor_add_tool_json_with_safety(fl_executor *executor,
  * dropped. A streaming turn (`fl_turn_new`) reports it.
  *
  * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled (before or
- * during the run); in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
- * `FL_STATUS_INVALID_ARGUMENT`.
+ * during the run); in both cases the results are written, and `FL_STATUS_CANCELLED` records
+ * its message for `fl_last_error_message` as every other failing status does. Bad input is
+ * `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT`.
  *
  * Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
  * run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`). A tool
@@ -2619,7 +2620,9 @@ fl_status fl_turn_next_event(const fl_turn *turn, int64_t timeout_ms, fl_turn_ev
  * when a turn's results exceed it). The view is NUL-terminated and valid until `fl_turn_free`.
  *
  * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when the turn was cancelled (by
- * `fl_turn_cancel` or its token); in both cases the results are written.
+ * `fl_turn_cancel` or its token); in both cases the results are written, and
+ * `FL_STATUS_CANCELLED` records its message for `fl_last_error_message` as every other failing
+ * status does.
  * `FL_STATUS_INVALID_STATE` until `fl_turn_next_event` has reported `FL_TURN_EVENT_END`.
  *
  * Unlike Python's and Node's `results()`, which seal the turn and wait, this neither seals nor

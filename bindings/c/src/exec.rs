@@ -861,8 +861,9 @@ impl fl_executor {
 /// dropped. A streaming turn (`fl_turn_new`) reports it.
 ///
 /// Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled (before or
-/// during the run); in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
-/// `FL_STATUS_INVALID_ARGUMENT`.
+/// during the run); in both cases the results are written, and `FL_STATUS_CANCELLED` records
+/// its message for `fl_last_error_message` as every other failing status does. Bad input is
+/// `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT`.
 ///
 /// Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
 /// run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`). A tool
@@ -935,6 +936,11 @@ pub unsafe extern "C" fn fl_executor_run(
             results_json.write(stored.as_ptr().cast());
             results_len.write(stored.len() - 1);
         }
+        if status == fl_status::FL_STATUS_CANCELLED {
+            // Not an error of this call (the results are written), but a non-OK status: its
+            // message replaces the last error, which would otherwise describe an older failure.
+            boundary::set_last_error(CANCELLED_RUN);
+        }
         outcome = status;
         Ok(())
     });
@@ -944,6 +950,10 @@ pub unsafe extern "C" fn fl_executor_run(
         status
     }
 }
+
+/// The last error of a run or turn that returns `FL_STATUS_CANCELLED` with its results.
+pub(crate) const CANCELLED_RUN: &str = "the run was cancelled: its results are written, one per \
+     call (the calls that were cancelled or never started have is_error results)";
 
 thread_local! {
     /// Whether this thread is inside a run (driving its runtime, calling its tools).

@@ -371,7 +371,9 @@ pub unsafe extern "C" fn fl_turn_next_event(
 /// when a turn's results exceed it). The view is NUL-terminated and valid until `fl_turn_free`.
 ///
 /// Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when the turn was cancelled (by
-/// `fl_turn_cancel` or its token); in both cases the results are written.
+/// `fl_turn_cancel` or its token); in both cases the results are written, and
+/// `FL_STATUS_CANCELLED` records its message for `fl_last_error_message` as every other failing
+/// status does.
 /// `FL_STATUS_INVALID_STATE` until `fl_turn_next_event` has reported `FL_TURN_EVENT_END`.
 ///
 /// Unlike Python's and Node's `results()`, which seal the turn and wait, this neither seals nor
@@ -405,6 +407,11 @@ pub unsafe extern "C" fn fl_turn_results(
         unsafe {
             results_json.write(results.as_ptr().cast());
             results_len.write(results.len() - 1);
+        }
+        if *status == fl_status::FL_STATUS_CANCELLED {
+            // Not an error of this call (the results are written), but a non-OK status: its
+            // message replaces the last error, which would otherwise describe an older failure.
+            boundary::set_last_error(crate::exec::CANCELLED_RUN);
         }
         outcome = *status;
         Ok(())

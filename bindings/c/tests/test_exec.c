@@ -288,8 +288,12 @@ static void check_cancellation(fl_executor *executor) {
     reset_state();
     const char *echo_call = "[{\"id\":\"e\",\"name\":\"echo\",\"input\":{}}]";
     results = NULL;
+    /* FL_STATUS_CANCELLED records its own message, as every non-OK status does: the last error
+     * does not still describe an older, unrelated failure. */
+    CHECK_STATUS(fl_decoder_new("bogus", 5, NULL), FL_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(fl_executor_run(executor, echo_call, strlen(echo_call), token, &results, &len),
                  FL_STATUS_CANCELLED);
+    CHECK(strstr(last_error(), "cancelled") != NULL);
     CHECK(results != NULL && strstr(results, "\"is_error\":true") != NULL);
     CHECK(results != NULL && strstr(results, "was not run") != NULL);
     fl_cancel_token_free(token);

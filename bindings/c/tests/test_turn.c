@@ -755,7 +755,11 @@ static void check_cancellation(fl_executor *executor) {
     drain(turn, &u, false, 0);
     join_workers();
     CHECK(u.status[0] == FL_CALL_CANCELLED && u.is_error[0] && saw_cancel == 1);
+    /* FL_STATUS_CANCELLED records its own message, as every non-OK status does: the last error
+     * does not still describe an older, unrelated failure. */
+    CHECK_STATUS(fl_decoder_new("bogus", 5, NULL), FL_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(fl_turn_results(turn, &results, &len), FL_STATUS_CANCELLED);
+    CHECK(strstr(last_error(), "cancelled") != NULL);
     fl_turn_free(turn);
 }
 
