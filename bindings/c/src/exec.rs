@@ -67,7 +67,9 @@ pub struct fl_executor_options {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct fl_tool_options {
     /// Whether calls may run beside other concurrency-safe calls (default false: a call runs
-    /// alone and waits for everything queued before it).
+    /// alone and waits for everything queued before it). This orders the calls of one run or
+    /// turn: runs and turns driven on other threads at the same time call the tool there too
+    /// (see `fl_tool_fn`).
     pub concurrency_safe: bool,
     /// How long a call may run, in milliseconds (0: the executor's default timeout). A reply
     /// counts when the tool completes its call, however late a turn's host then reads it.
@@ -99,8 +101,12 @@ pub struct fl_tool_invocation {
 }
 
 /// A tool implemented in C. Called on the thread running `fl_executor_run` (or, in a streaming
-/// turn, `fl_turn_next_event`), once per call, with the `userdata` given to
-/// `fl_executor_add_tool`. The callback owns `call`: it must complete it exactly once with
+/// turn, `fl_turn_next_event`; in an agent's run, `fl_agent_run_next_event`), once per call,
+/// with the `userdata` given to `fl_executor_add_tool`. Runs and turns of one executor, and the
+/// runs of agents made with it, may be driven on several threads at once: the callback (with
+/// the same `userdata`) is then called on those threads at the same time, whatever the tool's
+/// `concurrency_safe`, which only orders the calls of one run or turn. A tool whose state must
+/// not be shared that way must lock it, or be driven from one thread. The callback owns `call`: it must complete it exactly once with
 /// `fl_tool_complete` or `fl_tool_complete_json`, either before returning or later from any
 /// thread (for example a worker thread it hands the call to); until then it may poll
 /// `fl_tool_call_cancelled` and report progress with `fl_tool_call_progress`, from any thread

@@ -1038,6 +1038,54 @@ static void check_threads(fl_executor *executor) {
     CHECK(results != NULL && strstr(results, "\"tool_use_id\":\"b\"") != NULL);
 }
 
+/* "exclusive": a tool that is not concurrency-safe, which waits in its callback until a second
+ * callback of it runs at the same time (on another thread), or 2 s pass. */
+static atomic_int exclusive_inside = 0;
+static atomic_int exclusive_most = 0;
+static void exclusive_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    int inside = ++exclusive_inside;
+    int most = exclusive_most;
+    while (inside > most && !atomic_compare_exchange_weak(&exclusive_most, &most, inside)) {
+    }
+    for (int waited = 0; exclusive_most < 2 && waited < 2000; waited += 5) {
+        sleep_ms(5);
+    }
+    --exclusive_inside;
+    CHECK_OK(fl_tool_complete(call, invocation->input_json, invocation->input_json_len, false));
+}
+
+static void *drive_one_exclusive_call(void *arg) {
+    fl_turn *turn = NULL;
+    CHECK_OK(fl_turn_new(arg, NULL, &turn));
+    submit(turn, "x", "exclusive");
+    CHECK_OK(fl_turn_seal(turn));
+    fl_turn_event event;
+    do {
+        CHECK_OK(fl_turn_next_event(turn, 10000, &event));
+    } while (event.kind != FL_TURN_EVENT_END);
+    fl_turn_free(turn);
+    return NULL;
+}
+
+/* Turns of one executor driven on two threads call a tool that is not concurrency-safe on both
+ * at the same time (with the same userdata): `concurrency_safe` orders the calls of one run or
+ * turn, as the header says of `fl_tool_fn`, not the calls of every turn of the executor. */
+static void check_exclusive_tool_on_two_threads(void) {
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(NULL, &executor));
+    CHECK_OK(fl_executor_add_tool(executor, "exclusive", 9, NULL, exclusive_tool, NULL));
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(pthread_create(&threads[i], NULL, drive_one_exclusive_call, executor) == 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    CHECK(exclusive_most == 2);
+    fl_executor_free(executor);
+}
+
 int main(void) {
     fl_executor *executor = new_executor(10);
     check_order_and_results_before_seal(executor);
@@ -1051,6 +1099,7 @@ int main(void) {
     check_free_while_running(executor);
     check_misuse(executor);
     check_threads(executor);
+    check_exclusive_tool_on_two_threads();
     fl_executor_free(executor);
     check_executor_freed_first();
     check_progress();
