@@ -206,7 +206,9 @@ typedef enum {
     FL_TURN_EVENT_FINISHED = 3,
     /**
      * A call outlived its cleanup grace after a cancellation or timeout: its result was
-     * produced anyway and its `fl_tool_call` now reports `fl_tool_call_cancelled`.
+     * produced anyway and its `fl_tool_call` now reports `fl_tool_call_cancelled`. Comes just
+     * before the call's `FINISHED` (`FL_CALL_TIMED_OUT` or `FL_CALL_CANCELLED`); the progress
+     * the tool reports from then on is dropped, and completing the call later is harmless.
      */
     FL_TURN_EVENT_DETACHED = 4,
     /**
@@ -2601,7 +2603,8 @@ fl_status fl_turn_cancel(const fl_turn *turn);
  * ends: do not wait without a timeout unless another thread will seal or cancel it.
  *
  * Events of one call come in the order `STARTED`, `PROGRESS` (any number, as the tool reports
- * them with `fl_tool_call_progress`), `FINISHED`, `RESULT`; `RESULT` events come in request
+ * them with `fl_tool_call_progress`), `DETACHED` (only for a call that outlived its cleanup
+ * grace, just before its `FINISHED`), `FINISHED`, `RESULT`; `RESULT` events come in request
  * order, each as soon as it and every result before it are ready (so they may come before the
  * turn is sealed); the other events come as they happen. After the last result of a sealed
  * turn comes `FL_TURN_EVENT_END`. The views of `*event` are valid until the next call of this

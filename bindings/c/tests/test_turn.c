@@ -1086,6 +1086,74 @@ static void check_exclusive_tool_on_two_threads(void) {
     fl_executor_free(executor);
 }
 
+/* "keeper": keeps its call (in `kept_call`) and never completes it during the turn. */
+static fl_tool_call *kept_call = NULL;
+static void keeper_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    kept_call = call;
+}
+
+/* A call that outlives its timeout and its cleanup grace: STARTED, then DETACHED just before
+ * its FINISHED (timed out), then its RESULT and END, as the header orders them; the call reports
+ * the cancellation, progress reported from then on is dropped (FL_STATUS_OK), and completing
+ * it after the turn is freed is harmless. */
+static void check_detached(void) {
+    fl_executor_options options = fl_executor_options_default();
+    options.cleanup_grace_ms = 50;
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(&options, &executor));
+    fl_tool_options tool = fl_tool_options_default();
+    tool.timeout_ms = 20;
+    CHECK_OK(fl_executor_add_tool(executor, "keeper", 6, &tool, keeper_tool, NULL));
+    fl_turn *turn = NULL;
+    CHECK_OK(fl_turn_new(executor, NULL, &turn));
+    submit(turn, "k0", "keeper");
+    CHECK_OK(fl_turn_seal(turn));
+    fl_turn_event_kind kinds[8];
+    fl_call_status finished = FL_CALL_NONE;
+    int count = 0;
+    fl_turn_event event;
+    do {
+        CHECK_OK(fl_turn_next_event(turn, 10000, &event));
+        if (event.kind == FL_TURN_EVENT_NONE) break;
+        if (event.kind == FL_TURN_EVENT_FINISHED) finished = event.status;
+        if (event.kind == FL_TURN_EVENT_DETACHED) {
+            CHECK(text_equals(event.tool_use_id, event.tool_use_id_len, "k0"));
+            CHECK(text_equals(event.tool_name, event.tool_name_len, "keeper"));
+            CHECK(strstr(event.json, "\"type\":\"detached\"") != NULL);
+        }
+        if (count < 8) kinds[count] = event.kind;
+        count++;
+    } while (event.kind != FL_TURN_EVENT_END && count < 8);
+    CHECK(count == 5);
+    if (count == 5) {
+        CHECK(kinds[0] == FL_TURN_EVENT_STARTED && kinds[1] == FL_TURN_EVENT_DETACHED &&
+              kinds[2] == FL_TURN_EVENT_FINISHED && kinds[3] == FL_TURN_EVENT_RESULT &&
+              kinds[4] == FL_TURN_EVENT_END);
+    }
+    CHECK(finished == FL_CALL_TIMED_OUT);
+    CHECK(kept_call != NULL);
+    if (kept_call != NULL) {
+        bool cancelled = false;
+        CHECK_OK(fl_tool_call_cancelled(kept_call, &cancelled));
+        CHECK(cancelled);
+        CHECK_OK(fl_tool_call_progress(kept_call, "1", 1));
+        CHECK_OK(fl_turn_next_event(turn, 0, &event));
+        CHECK(event.kind == FL_TURN_EVENT_END);
+    }
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_turn_results(turn, &results, &len));
+    CHECK(results != NULL && strstr(results, "timed out") != NULL);
+    fl_turn_free(turn);
+    if (kept_call != NULL) {
+        CHECK_OK(fl_tool_complete(kept_call, "late", 4, false));
+        kept_call = NULL;
+    }
+    fl_executor_free(executor);
+}
+
 int main(void) {
     fl_executor *executor = new_executor(10);
     check_order_and_results_before_seal(executor);
@@ -1100,6 +1168,7 @@ int main(void) {
     check_misuse(executor);
     check_threads(executor);
     check_exclusive_tool_on_two_threads();
+    check_detached();
     fl_executor_free(executor);
     check_executor_freed_first();
     check_progress();
