@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import pytest
+
+import ferroloop
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / "tests"
@@ -311,3 +315,39 @@ def anthropic_events(
     )
     events.append({"event": "message_stop", "data": {"type": "message_stop"}})
     return events
+
+
+def executor_with_slow_cleanups(steps: list[str]) -> tuple[ferroloop.ToolExecutor, asyncio.Event]:
+    """An executor whose async tool `slow` and plain tool `plain` take time to stop once
+    cancelled; `steps` records when each is done (the event is set once both started)."""
+    executor = ferroloop.ToolExecutor(cleanup_grace=5.0)
+    started: list[str] = []
+    both = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def mark_started(name: str) -> None:
+        started.append(name)
+        if len(started) == 2:
+            both.set()
+
+    @executor.tool(concurrency_safe=True)
+    async def slow(input: dict[str, Any]) -> str:
+        mark_started("slow")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.3)
+            steps.append("async tool stopped")
+            raise
+        return "never"
+
+    @executor.tool(concurrency_safe=True)
+    def plain(input: dict[str, Any], ctx: Any) -> str:
+        loop.call_soon_threadsafe(mark_started, "plain")
+        while not ctx.cancelled:
+            time.sleep(0.005)
+        time.sleep(0.2)
+        steps.append("plain tool stopped")
+        return "stopped"
+
+    return executor, both

@@ -8,14 +8,13 @@ import asyncio
 import gc
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 import ferroloop
-from conftest import ReplayServer, anthropic_events, openai_chat_events
+from conftest import ReplayServer, anthropic_events, executor_with_slow_cleanups, openai_chat_events
 
 Replay = Callable[[dict[str, Any]], ReplayServer]
 
@@ -247,42 +246,6 @@ async def test_cancelling_the_iteration_cancels_running_python_tools(replay: Rep
         await asyncio.wait_for(cancelled.wait(), timeout=10)
     assert [e async for e in run] == []
     assert len(server.requests()) == 1
-
-
-def executor_with_slow_cleanups(steps: list[str]) -> tuple[ferroloop.ToolExecutor, asyncio.Event]:
-    """An executor whose async tool `slow` and plain tool `plain` take time to stop once
-    cancelled; `steps` records when each is done (the event is set once both started)."""
-    executor = ferroloop.ToolExecutor(cleanup_grace=5.0)
-    started: list[str] = []
-    both = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def mark_started(name: str) -> None:
-        started.append(name)
-        if len(started) == 2:
-            both.set()
-
-    @executor.tool(concurrency_safe=True)
-    async def slow(input: dict[str, Any]) -> str:
-        mark_started("slow")
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            await asyncio.sleep(0.3)
-            steps.append("async tool stopped")
-            raise
-        return "never"
-
-    @executor.tool(concurrency_safe=True)
-    def plain(input: dict[str, Any], ctx: Any) -> str:
-        loop.call_soon_threadsafe(mark_started, "plain")
-        while not ctx.cancelled:
-            time.sleep(0.005)
-        time.sleep(0.2)
-        steps.append("plain tool stopped")
-        return "stopped"
-
-    return executor, both
 
 
 @pytest.mark.asyncio

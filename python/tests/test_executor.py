@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import ferroloop
+from conftest import executor_with_slow_cleanups
 
 
 def use(i: int | str, name: str, **input: Any) -> dict[str, Any]:
@@ -174,37 +175,8 @@ async def test_cancelling_the_awaiting_task_cancels_running_python_tools() -> No
 async def test_a_cancelled_run_raises_once_its_tools_have_stopped() -> None:
     # run() raised CancelledError at once and the tools' cleanup ran on after it, where Node's
     # run({ signal }) rejects once the tools have settled.
-    ex = ferroloop.ToolExecutor(cleanup_grace=5.0)
     steps: list[str] = []
-    started: list[str] = []
-    both = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def mark_started(name: str) -> None:
-        started.append(name)
-        if len(started) == 2:
-            both.set()
-
-    @ex.tool(concurrency_safe=True)
-    async def slow(inp: dict[str, Any]) -> str:
-        mark_started("slow")
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            await asyncio.sleep(0.3)
-            steps.append("async tool stopped")
-            raise
-        return "unreachable"
-
-    @ex.tool(concurrency_safe=True)
-    def plain(inp: dict[str, Any], ctx: Any) -> str:
-        loop.call_soon_threadsafe(mark_started, "plain")
-        while not ctx.cancelled:
-            time.sleep(0.005)
-        time.sleep(0.2)
-        steps.append("plain tool stopped")
-        return "stopped"
-
+    ex, both = executor_with_slow_cleanups(steps)
     task = asyncio.ensure_future(ex.run([use(0, "slow"), use(1, "plain")]))
     await asyncio.wait_for(both.wait(), 5)
     task.cancel()
