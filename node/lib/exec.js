@@ -14,6 +14,7 @@ const isObject = (v) => v !== null && typeof v === 'object'
 const EXECUTOR_OPTIONS = ['maxConcurrency', 'defaultTimeoutMs', 'cleanupGraceMs', 'defaultMaxResultChars', 'turnBudgetChars', 'spillDir']
 const TOOL_OPTIONS = ['name', 'description', 'concurrencySafe', 'timeoutMs', 'maxResultChars', 'schema', 'cancelsSiblingsOnError']
 const RUN_OPTIONS = ['signal']
+const TURN_OPTIONS = ['signal']
 
 
 
@@ -243,6 +244,8 @@ class Turn {
   #finishing = false
   /** Why `_cancel(reason)` cancelled the turn (the cause of the calls' abort reasons). */
   #cancelCause = undefined
+  /** Stops listening to the AbortSignal given to `turn()` (called once the turn is done). */
+  #stopListening = undefined
   /** A WeakRef to this turn: what its calls' settlements and its wake function reach it by. */
   #self
 
@@ -500,6 +503,8 @@ class Turn {
     }
     if (out.done) {
       this.#done = true
+      this.#stopListening?.()
+      this.#stopListening = undefined
       Turn.#abandon.unregister(this)
       // The tool uses and kept texts are no longer needed (the results hold what they need).
       this.#calls.uses = []
@@ -679,6 +684,21 @@ class Turn {
   _cancel(reason) {
     if (this.#cancelCause === undefined) this.#cancelCause = reason
     this.cancel()
+  }
+
+  /**
+   * @internal Aborting `signal` cancels and seals the turn, as leaving its loop does. The
+   * listener reaches the turn weakly: a long-lived signal does not keep an abandoned turn (whose
+   * collection cancels its calls) alive.
+   */
+  _abortOn(signal) {
+    const self = this.#self
+    this.#stopListening = onAbort(signal, () => {
+      const turn = self.deref()
+      if (turn === undefined || turn.#done) return
+      turn._cancel(signal.reason)
+      turn.seal()
+    })
   }
 
   /** Cancels and seals (the model response will be replayed). */
@@ -868,10 +888,19 @@ class ToolExecutor {
     return { options: this.#options, specs: [...this.#specs.values()], host: this.#host, tools: this.#tools }
   }
 
-  /** Starts a streaming turn (it takes no options: a key given is refused, not ignored). */
+  /**
+   * Starts a streaming turn. Aborting `signal` cancels its running and queued calls and seals it
+   * (each call still gets its is_error result), as leaving its loop early does.
+   */
   turn(options) {
-    checkedOptions(options, [], 'turn')
-    return new Turn(this.#executor())
+    const { signal } = checkedOptions(options, TURN_OPTIONS, 'turn')
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new InvalidArgumentError('turn: signal must be an AbortSignal')
+    }
+    if (signal?.aborted) throw new AbortError('the turn was aborted before it started', { cause: signal.reason })
+    const turn = new Turn(this.#executor())
+    if (signal !== undefined) turn._abortOn(signal)
+    return turn
   }
 
   /**

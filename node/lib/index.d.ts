@@ -504,10 +504,13 @@ export declare class ToolExecutor {
    */
   run(toolUses: ToolUse[], options?: { signal?: AbortSignal | null }): Promise<ToolResult[]>
   /**
-   * Starts a streaming turn. It takes no options: an object with a key (`{ signal }`) is an
-   * `InvalidArgumentError` (abort a turn with `cancel()`).
+   * Starts a streaming turn. Aborting `signal` cancels the turn's running and queued calls
+   * (their `ctx.signal` fires, with the signal's reason as its cause) and seals it, as leaving
+   * its loop early does: each call still gets its `is_error` result, and a later `submit` is an
+   * `InvalidStateError`. An already-aborted signal throws an `AbortError`, as `run` rejects. An
+   * option other than `signal` is an `InvalidArgumentError`; `signal: null` is none.
    */
-  turn(): Turn
+  turn(options?: { signal?: AbortSignal | null }): Turn
 }
 
 /**

@@ -256,6 +256,49 @@ test("the executor's defaultTimeoutMs reaches a tool as a TimeoutError, as the t
   }
 })
 
+test('aborting the signal given to turn() cancels and seals it: every call answers, later submits are refused', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 100 })
+  const causes = []
+  ex.tool({ name: 'long', concurrencySafe: true }, async (_input, ctx) => {
+    try {
+      await sleep(10_000, ctx.signal)
+      return 'finished'
+    } catch (err) {
+      causes.push(ctx.signal.reason?.cause)
+      throw err
+    }
+  })
+  const controller = new AbortController()
+  const turn = ex.turn({ signal: controller.signal })
+  turn.submit(use('a', 'long'), use('b', 'long'))
+  const events = []
+  const consumer = (async () => {
+    for await (const event of turn) {
+      events.push(event)
+      if (event.type === 'started' && events.filter((e) => e.type === 'started').length === 2) {
+        controller.abort(new Error('the user pressed stop'))
+      }
+    }
+  })()
+  // The loop ends by itself: aborting sealed the turn (nobody calls seal()).
+  await consumer
+  const results = events.filter((e) => e.type === 'result').map((e) => [e.result.tool_use_id, e.result.is_error])
+  assert.deepEqual(results, [['a', true], ['b', true]])
+  assert.deepEqual(causes.map((cause) => cause?.message), ['the user pressed stop', 'the user pressed stop'])
+  assert.throws(() => turn.submit(use('c', 'long')), InvalidStateError)
+  // An already-aborted signal: no turn, as run() rejects; a signal that is no AbortSignal is refused.
+  assert.throws(() => ex.turn({ signal: AbortSignal.abort() }), (err) => err instanceof AbortError && err.code === 'aborted')
+  assert.throws(() => ex.turn({ signal: 5 }), InvalidArgumentError)
+  // signal: null is none; aborting after the turn is done changes nothing.
+  const late = new AbortController()
+  const done = ex.turn({ signal: late.signal })
+  done.submit(use('d', 'long'))
+  done.cancel()
+  assert.equal((await done.results())[0].is_error, true)
+  late.abort()
+  assert.equal(ex.turn({ signal: null }) instanceof Object, true)
+})
+
 test('aborting run() aborts running JS tools via ctx.signal and rejects with AbortError', async () => {
   const ex = new ToolExecutor({ cleanupGraceMs: 100 })
   const aborted = []

@@ -378,7 +378,7 @@ test('unknown keys in the other option objects are InvalidArgumentErrors naming 
     ['ToolExecutor', 'timeoutMs', () => new ToolExecutor({ timeoutMs: 5 })],
     ['tool t2', 'timeout', () => new ToolExecutor().tool({ name: 't2', timeout: 5 }, async () => 'ok')],
     ['tool t2', 'concurrency_safe', () => new ToolExecutor().tool({ name: 't2', concurrency_safe: true }, async () => 'ok')],
-    ['turn', 'signal', () => ex.turn({ signal: new AbortController().signal })],
+    ['turn', 'abortSignal', () => ex.turn({ abortSignal: new AbortController().signal })],
     ['StreamDecoder', 'event', () => new StreamDecoder({ provider: 'anthropic', event: false })],
     ['SseParser', 'maxEventByte', () => new SseParser({ maxEventByte: 5 })],
     ['ContextBudget', 'maxOutput', () => new ContextBudget({ window: 200000, maxOutputTokens: 1000, maxOutput: 5 })],
