@@ -335,7 +335,8 @@ export interface ToolCallContext {
   /**
    * Reports progress (any JSON value): a `progress` turn event / `tool_progress` agent event, at
    * once. Throws an {@link InvalidArgumentError} for data JSON cannot carry (a BigInt, a cycle, a
-   * function, a symbol), as Python's `ctx.progress` raises `ValueError`. Ignored once the call has
+   * function, a symbol, a `Map`), as Python's `ctx.progress` raises `ValueError`; a `Set` is sent
+   * as an array, as Python sends a set. Ignored once the call has
    * ended. Bound to its call, as every member here: `(input, { progress, signal }) => ...` works.
    */
   progress: (data: unknown) => void

@@ -21,11 +21,21 @@ const inputOf = (use) => (use.input === undefined ? {} : use.input)
  * `ctx.progress` raises ValueError, rather than being dropped unseen.
  */
 function progressJson(data) {
-  const json = toJson(data ?? null, 'ctx.progress: the data')
+  const json = toJson(data ?? null, 'ctx.progress: the data', progressReplacer)
   if (json === undefined) {
     throw new InvalidArgumentError(`ctx.progress: the data cannot be sent as JSON: a ${typeof data} is not a JSON value`)
   }
   return json
+}
+
+/**
+ * Progress data's collections: a Set is sent as an array (as a Python tool's set is), a Map is
+ * refused (JSON.stringify wrote both as `{}`: the data was lost without a word).
+ */
+function progressReplacer(_key, value) {
+  if (value instanceof Set) return Array.from(value)
+  if (value instanceof Map) throw new TypeError('a Map is not a JSON value (send Object.fromEntries(map))')
+  return value
 }
 
 // Reply flags (node/src/js_tools.rs): the tool failed; the content is JSON text of content

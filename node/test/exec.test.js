@@ -965,7 +965,7 @@ test('ctx.progress with a value JSON cannot carry throws InvalidArgumentError to
   cycle.self = cycle
   const thrown = []
   ex.tool({ name: 'report' }, (_input, ctx) => {
-    for (const value of [10n, cycle, () => 1, Symbol('s')]) {
+    for (const value of [10n, cycle, () => 1, Symbol('s'), new Map([['a', 1]]), { nested: new Map() }]) {
       try {
         ctx.progress(value)
         thrown.push(null)
@@ -974,6 +974,8 @@ test('ctx.progress with a value JSON cannot carry throws InvalidArgumentError to
       }
     }
     ctx.progress({ ok: true })
+    // A Set is sent as its items, as a Python tool's set is (it was sent as {}).
+    ctx.progress({ seen: new Set(['a', 'b']) })
     return 'done'
   })
   const turn = ex.turn()
@@ -981,14 +983,14 @@ test('ctx.progress with a value JSON cannot carry throws InvalidArgumentError to
   turn.seal()
   const events = []
   for await (const event of turn) events.push(event)
-  assert.equal(thrown.length, 4)
+  assert.equal(thrown.length, 6)
   for (const err of thrown) {
     assert.ok(err instanceof InvalidArgumentError, `${err}`)
     assert.match(err.message, /ctx\.progress/)
   }
   assert.deepEqual(
     events.filter((e) => e.type === 'progress').map((e) => e.data),
-    [{ ok: true }],
+    [{ ok: true }, { seen: ['a', 'b'] }],
   )
   assert.equal(events.find((e) => e.type === 'result').result.content, 'done')
 })
