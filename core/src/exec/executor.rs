@@ -243,7 +243,7 @@ impl ToolExecutor {
     /// tools. A fatal tool error ends the turn with [`TurnError::Fatal`], which carries the
     /// results.
     pub async fn run(&self, tool_uses: Vec<ToolUse>) -> Result<Vec<ToolResult>, TurnError> {
-        self.run_with(tool_uses, Vec::new(), None).await
+        self.run_with(tool_uses, Vec::new(), None, None).await
     }
 
     /// [`run`](Self::run), with `host` attached: each call's
@@ -253,7 +253,7 @@ impl ToolExecutor {
         tool_uses: Vec<ToolUse>,
         host: HostData,
     ) -> Result<Vec<ToolResult>, TurnError> {
-        self.run_with(tool_uses, Vec::new(), Some(host)).await
+        self.run_with(tool_uses, Vec::new(), Some(host), None).await
     }
 
     /// [`run_with_host_data`](Self::run_with_host_data) with the calls the host refused itself,
@@ -266,7 +266,7 @@ impl ToolExecutor {
         refused: Vec<(usize, String)>,
         host: HostData,
     ) -> Result<Vec<ToolResult>, TurnError> {
-        self.run_with(tool_uses, refused, Some(host)).await
+        self.run_with(tool_uses, refused, Some(host), None).await
     }
 
     /// [`run_checked_with_host_data`](Self::run_checked_with_host_data), stopped by `cancel`
@@ -282,8 +282,24 @@ impl ToolExecutor {
         host: HostData,
         cancel: CancellationToken,
     ) -> Result<Vec<ToolResult>, TurnError> {
-        let mut turn = Turn::new(self.inner.clone(), false, Some(host));
+        self.run_with(tool_uses, refused, Some(host), Some(cancel))
+            .await
+    }
+
+    /// One batch as a sealed turn; `cancel`, when given, cancels its calls and the turn still
+    /// answers every one of them.
+    async fn run_with(
+        &self,
+        tool_uses: Vec<ToolUse>,
+        refused: Vec<(usize, String)>,
+        host: Option<HostData>,
+        cancel: Option<CancellationToken>,
+    ) -> Result<Vec<ToolResult>, TurnError> {
+        let mut turn = Turn::new(self.inner.clone(), false, host);
         turn.accept_batch(tool_uses, refused);
+        let Some(cancel) = cancel else {
+            return turn.finish().await;
+        };
         let handle = turn.handle();
         let finish = turn.finish();
         tokio::pin!(finish);
@@ -295,17 +311,6 @@ impl ToolExecutor {
                 finish.await
             }
         }
-    }
-
-    async fn run_with(
-        &self,
-        tool_uses: Vec<ToolUse>,
-        refused: Vec<(usize, String)>,
-        host: Option<HostData>,
-    ) -> Result<Vec<ToolResult>, TurnError> {
-        let mut turn = Turn::new(self.inner.clone(), false, host);
-        turn.accept_batch(tool_uses, refused);
-        turn.finish().await
     }
 
     /// Starts a streaming turn: [`Turn::submit`] calls as the model's stream seals them, then
