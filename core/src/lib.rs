@@ -11,6 +11,7 @@ pub mod agent;
 pub mod client;
 pub mod decode;
 pub mod exec;
+mod inflate;
 mod json_number;
 pub mod json_text;
 pub mod message;

@@ -301,13 +301,10 @@ fn decoded_error_body(headers: &HeaderMap, body: Bytes) -> Bytes {
         return body;
     };
     let inflated = match encoding.as_str() {
-        "gzip" | "x-gzip" => gunzip(&body),
+        "gzip" | "x-gzip" => crate::inflate::gzip_prefix(&body, MAX_ERROR_BODY),
         // RFC 9110's `deflate` is zlib; some servers send raw deflate under that name.
-        "deflate" => inflated(miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(
-            &body,
-            MAX_ERROR_BODY,
-        ))
-        .or_else(|| raw_inflate(&body)),
+        "deflate" => crate::inflate::zlib_prefix(&body, MAX_ERROR_BODY)
+            .or_else(|| crate::inflate::raw_prefix(&body, MAX_ERROR_BODY)),
         _ => None,
     };
     inflated.map(Bytes::from).unwrap_or_else(|| {
@@ -317,59 +314,6 @@ fn decoded_error_body(headers: &HeaderMap, body: Bytes) -> Bytes {
             body.len()
         ))
     })
-}
-
-/// The data of a gzip member (RFC 1952), inflated: its header (with the optional fields its
-/// flags announce) skipped, its trailer ignored.
-fn gunzip(data: &[u8]) -> Option<Vec<u8>> {
-    const FHCRC: u8 = 2;
-    const FEXTRA: u8 = 4;
-    const FNAME: u8 = 8;
-    const FCOMMENT: u8 = 16;
-    let [0x1f, 0x8b, 8, flags, _, _, _, _, _, _, ..] = *data else {
-        return None;
-    };
-    let mut at = 10;
-    if flags & FEXTRA != 0 {
-        let length = u16::from_le_bytes([*data.get(at)?, *data.get(at + 1)?]);
-        at += 2 + usize::from(length);
-    }
-    for field in [FNAME, FCOMMENT] {
-        if flags & field != 0 {
-            at += memchr::memchr(0, data.get(at..)?)? + 1;
-        }
-    }
-    if flags & FHCRC != 0 {
-        at += 2;
-    }
-    raw_inflate(data.get(at..)?)
-}
-
-/// Raw deflate data inflated, at most [`MAX_ERROR_BODY`] bytes of it.
-fn raw_inflate(data: &[u8]) -> Option<Vec<u8>> {
-    inflated(miniz_oxide::inflate::decompress_to_vec_with_limit(
-        data,
-        MAX_ERROR_BODY,
-    ))
-}
-
-/// What an inflation produced: all of it, or the beginning of a stream that was cut short or
-/// went past the limit (an error body is read as a prefix); `None` when nothing inflated.
-fn inflated(result: Result<Vec<u8>, miniz_oxide::inflate::DecompressError>) -> Option<Vec<u8>> {
-    match result {
-        Ok(data) => Some(data),
-        Err(error) => {
-            // A failed inflation returns its whole zero-filled buffer, not just what it wrote;
-            // an error body is text, which ends at its last non-NUL byte.
-            let mut output = error.output;
-            let written = output
-                .iter()
-                .rposition(|&byte| byte != 0)
-                .map_or(0, |at| at + 1);
-            output.truncate(written);
-            (!output.is_empty()).then_some(output)
-        }
-    }
 }
 
 /// The media type of a success when it says the body is not an event stream. Only types that

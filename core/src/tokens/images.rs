@@ -463,14 +463,9 @@ impl PdfScan {
         // `/Length` may be an indirect reference: the `endstream` keyword bounds the data.
         let len = memchr::memmem::find(data, b"endstream").unwrap_or(data.len());
         if objstm && self.inflate_budget > 0 {
-            let inflated = match miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(
-                &data[..len],
-                self.inflate_budget,
-            ) {
-                Ok(bytes) => bytes,
-                // A truncated or oversized stream: what was inflated is still read.
-                Err(error) => error.output,
-            };
+            // A truncated or oversized stream: what was inflated is still read.
+            let inflated =
+                crate::inflate::zlib_prefix(&data[..len], self.inflate_budget).unwrap_or_default();
             self.inflate_budget = self.inflate_budget.saturating_sub(inflated.len());
             self.scan(&inflated, false);
         }
