@@ -248,24 +248,32 @@ async def test_cancelling_the_iteration_cancels_running_python_tools(replay: Rep
     assert len(server.requests()) == 1
 
 
+def both_slow_tools() -> dict[str, Any]:
+    """A replay script whose one response calls both tools of `executor_with_slow_cleanups`."""
+    return {"responses": [turn([tool_use("toolu_a", "slow", {}), tool_use("toolu_p", "plain", {})], "tool_use")]}
+
+
+def reading_to_the_end(run: ferroloop.AgentRun) -> "asyncio.Task[None]":
+    """A task reading `run` to its end, dropping the events."""
+
+    async def consume() -> None:
+        async for _ in run:
+            pass
+
+    return asyncio.create_task(consume())
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("how", ["task.cancel()", "aclose()"])
 async def test_a_cancelled_or_closed_run_returns_after_its_tools_stopped(replay: Replay, how: str) -> None:
     # The iterating task's CancelledError (and aclose()) came at once, while the tools were
     # still running: code after `await task` ran alongside tools of the run it had cancelled.
-    server = replay(
-        {"responses": [turn([tool_use("toolu_a", "slow", {}), tool_use("toolu_p", "plain", {})], "tool_use")]}
-    )
+    server = replay(both_slow_tools())
     steps: list[str] = []
     executor, both = executor_with_slow_cleanups(steps)
     async with client_for(server) as client:
         run = ferroloop.Agent(client, model="m", tools=executor).run("go")
-
-        async def consume() -> None:
-            async for _ in run:
-                pass
-
-        task = asyncio.create_task(consume())
+        task = reading_to_the_end(run)
         await asyncio.wait_for(both.wait(), timeout=10)
         if how == "task.cancel()":
             task.cancel()
@@ -283,17 +291,12 @@ async def test_a_cancelled_or_closed_run_returns_after_its_tools_stopped(replay:
 
 @pytest.mark.asyncio
 async def test_cancelling_a_cancelled_run_again_stops_waiting_for_its_tools(replay: Replay) -> None:
-    server = replay({"responses": [turn([tool_use("toolu_a", "slow", {}), tool_use("toolu_p", "plain", {})], "tool_use")]})
+    server = replay(both_slow_tools())
     steps: list[str] = []
     executor, both = executor_with_slow_cleanups(steps)
     async with client_for(server) as client:
         run = ferroloop.Agent(client, model="m", tools=executor).run("go")
-
-        async def consume() -> None:
-            async for _ in run:
-                pass
-
-        task = asyncio.create_task(consume())
+        task = reading_to_the_end(run)
         await asyncio.wait_for(both.wait(), timeout=10)
         task.cancel()
         await asyncio.sleep(0.05)
@@ -309,7 +312,7 @@ async def test_cancelling_a_cancelled_run_again_stops_waiting_for_its_tools(repl
 async def test_a_task_cancelled_while_aclose_waits_for_the_tools_is_cancelled(replay: Replay) -> None:
     # aclose() waits for the tools; a cancellation of the task waiting in it is that task's own
     # and must reach it, not be taken as the end of the wait (aclose() returned normally).
-    server = replay({"responses": [turn([tool_use("toolu_a", "slow", {}), tool_use("toolu_p", "plain", {})], "tool_use")]})
+    server = replay(both_slow_tools())
     steps: list[str] = []
     executor, both = executor_with_slow_cleanups(steps)
     async with client_for(server) as client:

@@ -189,29 +189,18 @@ async def test_a_cancelled_run_raises_once_its_tools_have_stopped() -> None:
 
 @pytest.mark.asyncio
 async def test_cancelling_a_cancelled_run_again_stops_waiting_for_its_tools() -> None:
-    ex = ferroloop.ToolExecutor(cleanup_grace=5.0)
-    started = asyncio.Event()
-    stopped = asyncio.Event()
-
-    @ex.tool
-    async def slow(inp: dict[str, Any]) -> str:
-        started.set()
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            await asyncio.sleep(0.5)
-            stopped.set()
-            raise
-        return "unreachable"
-
-    task = asyncio.ensure_future(ex.run([use(0, "slow")]))
-    await asyncio.wait_for(started.wait(), 5)
+    steps: list[str] = []
+    ex, both = executor_with_slow_cleanups(steps)
+    task = asyncio.ensure_future(ex.run([use(0, "slow"), use(1, "plain")]))
+    await asyncio.wait_for(both.wait(), 5)
     task.cancel()
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not stopped.is_set(), "the second cancellation waited for the tool"
+    assert steps == [], "the second cancellation waited for the tools"
+    await asyncio.sleep(0.6)
+    assert sorted(steps) == ["async tool stopped", "plain tool stopped"]
 
 
 @pytest.mark.asyncio
