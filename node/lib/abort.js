@@ -7,7 +7,17 @@
 /** signal -> its fan-out: the subscribed callbacks, in subscription order, and the listener. */
 const fanOuts = new WeakMap()
 
+const { InvalidArgumentError } = require('./errors.js')
+
 const nothing = () => {}
+
+/** A `signal` option: an AbortSignal, or undefined for none (`null` too); anything else is refused, naming `what`. */
+function checkSignal(signal, what) {
+  if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
+    throw new InvalidArgumentError(`${what}: signal must be an AbortSignal`)
+  }
+  return signal ?? undefined
+}
 
 /**
  * Calls `callback` once when `signal` aborts, unless the returned function is called first; that
@@ -52,4 +62,4 @@ function onAbort(signal, callback) {
   }
 }
 
-module.exports = { onAbort }
+module.exports = { onAbort, checkSignal }

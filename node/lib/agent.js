@@ -5,8 +5,8 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, providerJson, optionalNumber, optionalBoolean, optionalString, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
-const { Client, ItemSource, checkSignal } = require('./client.js')
-const { onAbort } = require('./abort.js')
+const { Client, ItemSource } = require('./client.js')
+const { onAbort, checkSignal } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 const { CallerScope } = require('./tool-host.js')

@@ -4,18 +4,11 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, providerJson, optionalNumber, optionalString, isPlainObject, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
-const { onAbort } = require('./abort.js')
+const { onAbort, checkSignal } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
-
-function checkSignal(signal, what) {
-  if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
-    throw new InvalidArgumentError(`${what}: signal must be an AbortSignal`)
-  }
-  return signal ?? undefined
-}
 
 function abortErrorFor(signal, message) {
   return new AbortError(message, { cause: signal?.reason })
@@ -448,4 +441,4 @@ class AbortedSource {
   abort() {}
 }
 
-module.exports = { Client, MessageStream, ItemSource, checkSignal }
+module.exports = { Client, MessageStream, ItemSource }

@@ -5,7 +5,7 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions, wellFormed, optionalNumber, optionalBoolean } = require('./errors.js')
-const { onAbort } = require('./abort.js')
+const { onAbort, checkSignal } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
@@ -13,8 +13,8 @@ const isObject = (v) => v !== null && typeof v === 'object'
 
 const EXECUTOR_OPTIONS = ['maxConcurrency', 'defaultTimeoutMs', 'cleanupGraceMs', 'defaultMaxResultChars', 'turnBudgetChars', 'spillDir']
 const TOOL_OPTIONS = ['name', 'description', 'concurrencySafe', 'timeoutMs', 'maxResultChars', 'schema', 'cancelsSiblingsOnError']
-const RUN_OPTIONS = ['signal']
-const TURN_OPTIONS = ['signal']
+/** The options of `run()` and `turn()`. */
+const SIGNAL_OPTIONS = ['signal']
 
 
 
@@ -893,10 +893,7 @@ class ToolExecutor {
    * (each call still gets its is_error result), as leaving its loop early does.
    */
   turn(options) {
-    const { signal } = checkedOptions(options, TURN_OPTIONS, 'turn')
-    if (signal !== undefined && !(signal instanceof AbortSignal)) {
-      throw new InvalidArgumentError('turn: signal must be an AbortSignal')
-    }
+    const signal = checkSignal(checkedOptions(options, SIGNAL_OPTIONS, 'turn').signal, 'turn')
     if (signal?.aborted) throw new AbortError('the turn was aborted before it started', { cause: signal.reason })
     const turn = new Turn(this.#executor())
     if (signal !== undefined) turn._abortOn(signal)
@@ -909,11 +906,8 @@ class ToolExecutor {
    * AbortError.
    */
   async run(toolUses, options) {
-    const { signal } = checkedOptions(options, RUN_OPTIONS, 'run')
+    const signal = checkSignal(checkedOptions(options, SIGNAL_OPTIONS, 'run').signal, 'run')
     if (!Array.isArray(toolUses)) throw new InvalidArgumentError('run(toolUses): toolUses must be an array')
-    if (signal !== undefined && !(signal instanceof AbortSignal)) {
-      throw new InvalidArgumentError('run: signal must be an AbortSignal')
-    }
     if (signal?.aborted) throw new AbortError('the run was aborted before it started', { cause: signal.reason })
     const turn = new Turn(this.#executor())
     turn._submitAll(toolUses, false)
