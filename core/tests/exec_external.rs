@@ -21,6 +21,8 @@ struct HostTool {
     timeout: Option<Duration>,
     limit: ResultLimit,
     cancels_siblings: bool,
+    /// Its future (when the turn calls it) never completes.
+    hangs: bool,
 }
 
 impl HostTool {
@@ -31,6 +33,7 @@ impl HostTool {
             timeout: None,
             limit: ResultLimit::Default,
             cancels_siblings: false,
+            hangs: false,
         }
     }
 }
@@ -61,6 +64,9 @@ impl Tool for HostTool {
     }
 
     fn call(&self, _input: Value, _ctx: ToolContext) -> ToolFuture {
+        if self.hangs {
+            return Box::pin(std::future::pending());
+        }
         Box::pin(async { Ok(ToolOutput::text("through a future")) })
     }
 }
@@ -234,6 +240,57 @@ async fn cancelling_aborts_host_calls_and_one_grace_bounds_them() {
     assert!(text(&results[2]).contains("was not run"));
     assert!(!turn.complete_external(1, ToolOutput::text("too late")));
     assert!(!turn.external_content_kept(0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_waits_only_on_its_host_while_no_future_or_grace_of_its_own_runs() {
+    let mut timed = HostTool::new("timed", true);
+    timed.timeout = Some(Duration::from_secs(1));
+    timed.hangs = true;
+    let config = ExecutorConfig {
+        cleanup_grace: Duration::from_millis(100),
+        ..ExecutorConfig::default()
+    };
+    let exec = executor(vec![HostTool::new("host", true), timed], config);
+    let mut turn = exec.turn();
+    turn.enable_external_calls();
+    step(&mut turn);
+    assert!(
+        turn.waits_only_on_host(),
+        "open and empty: only a submit or seal moves it"
+    );
+    submit(&turn, &[("h0", "host")]);
+    step(&mut turn);
+    assert_eq!(work(&mut turn).0, vec![0]);
+    assert!(turn.waits_only_on_host(), "h0 is the host's to answer");
+    submit(&turn, &[("t1", "timed")]);
+    step(&mut turn);
+    assert!(
+        !turn.waits_only_on_host(),
+        "t1 runs as a future of the turn, with its timeout"
+    );
+    tokio::time::advance(Duration::from_millis(1_050)).await;
+    step(&mut turn);
+    assert!(
+        !turn.waits_only_on_host(),
+        "t1 timed out and has its cleanup grace"
+    );
+    tokio::time::advance(Duration::from_millis(150)).await;
+    let results_so_far = results(&step(&mut turn).0);
+    assert!(results_so_far.is_empty(), "t1 waits behind h0 in order");
+    assert!(turn.waits_only_on_host(), "t1 is detached: h0 is left");
+    turn.cancel();
+    step(&mut turn);
+    assert_eq!(work(&mut turn).1, vec![0], "h0 is aborted");
+    assert!(
+        !turn.waits_only_on_host(),
+        "h0's cleanup grace is counting down"
+    );
+    turn.seal();
+    tokio::time::advance(Duration::from_millis(150)).await;
+    let (events, ended) = step(&mut turn);
+    assert!(ended, "the grace ran out: {events:?}");
+    assert!(!turn.waits_only_on_host(), "a done turn waits on nothing");
 }
 
 #[tokio::test(start_paused = true)]

@@ -227,6 +227,8 @@ class Turn {
   #waiters = []
   #scheduled = false
   #keepAlive = null
+  /** The last poll found the turn waiting on JavaScript alone (see #wait). */
+  #idle = false
   // Calls the turn hands over by index (`calls` of a poll): started here, answered with
   // `settle` in one batch per microtask.
   /** By index: the text a call settled with (its result, unless the core replaced it). */
@@ -512,6 +514,8 @@ class Turn {
       this.#texts = []
       this.#release()
     }
+    this.#idle = out.idle
+    this.#holdLoop()
     if (out.events.length > 0 || out.done) {
       const waiters = this.#waiters
       this.#waiters = []
@@ -519,12 +523,26 @@ class Turn {
     }
   }
 
-  // While someone awaits the turn, a ref'd timer keeps the event loop alive (the turn may be
-  // waiting only on an async-runtime timer, e.g. a timeout) and the turn reachable (its wake
-  // function reaches it weakly); released when the turn is done.
+  // While someone awaits the turn, a timer keeps the turn reachable (its wake function reaches
+  // it weakly) and, while the turn waits on something native (an async-runtime timer such as a
+  // timeout or a cleanup grace, a call's native task, a wake on its way), the event loop alive.
+  // While the turn waits on JavaScript alone (its tools' promises, a submit or seal), the timer
+  // is unref'd: as with `Promise.all`, a tool that never settles and nothing else pending lets
+  // the process exit. Released when the turn is done.
   #wait() {
-    if (this.#keepAlive === null) this.#keepAlive = setInterval(() => this.#native, 2 ** 30)
+    if (this.#keepAlive === null) {
+      this.#keepAlive = setInterval(() => this.#native, 2 ** 30)
+      if (this.#idle) this.#keepAlive.unref()
+    }
     return new Promise((resolve) => this.#waiters.push(resolve))
+  }
+
+  /** Refs or unrefs the keep-alive timer as the last poll found the turn (see #wait). */
+  #holdLoop() {
+    const keepAlive = this.#keepAlive
+    if (keepAlive === null) return
+    if (this.#idle) keepAlive.unref()
+    else keepAlive.ref()
   }
 
   #release() {

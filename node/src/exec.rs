@@ -949,6 +949,13 @@ impl NativeTurn {
             if done {
                 self.waker.release();
             }
+            // Waiting on JavaScript alone (and no wake already on its way): nothing native will
+            // wake the turn, so JavaScript need not keep the event loop alive for it.
+            let idle = self
+                .state
+                .turn_mut()
+                .is_some_and(|turn| turn.waits_only_on_host())
+                && !self.waker.scheduled.load(Ordering::Acquire);
             let aborts = self.queues.take_starts(&mut self.starts);
             let changed = results.as_ref().map(|(results, kept)| {
                 changed_results(results, kept, &self.plain, &mut self.result_flags)
@@ -961,6 +968,7 @@ impl NativeTurn {
                 texts: self.text_requests.len(),
                 cancels: &self.cancels,
                 done,
+                idle,
                 results: changed,
             };
             serde_json::to_string(&out).map_err(|err| {
@@ -1052,6 +1060,9 @@ struct PollOutcome<'a> {
     /// External calls to abort (indexes in the turn).
     cancels: &'a [u32],
     done: bool,
+    /// The turn waits on JavaScript alone: its tools' answers, a submit, seal or cancel (no
+    /// timer or native task of its own runs, no wake is pending).
+    idle: bool,
     /// The contents of the results JavaScript did not keep, in order (the flags of every
     /// result: `takeResultFlags`): the JS side holds the `tool_use` ids and builds the
     /// wire-shaped blocks.

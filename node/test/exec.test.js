@@ -556,6 +556,67 @@ test('a process with an executor and a never-settling tool exits by itself after
   assert.equal(run.stdout.trim(), 'true')
 })
 
+test('a run() or turn waiting only on a JS tool that never settles lets the process exit, as Promise.all does', () => {
+  // No timeout, no abort: nothing native is pending, only the tool's promise, which nothing
+  // will settle. Plain JavaScript lets such a process exit (a top-level await on it ends with
+  // code 13, "unsettled top-level await"); so must the addon.
+  const lib = JSON.stringify(path.join(__dirname, '..', 'lib', 'index.mjs'))
+  const cases = {
+    run: `
+      const [r] = await ex.run([{ id: 'n', name: 'never', input: {} }])
+      console.log('settled', r.content)`,
+    'turn next()': `
+      const turn = ex.turn()
+      turn.submit({ id: 'n', name: 'never', input: {} })
+      for await (const event of turn) console.log(event.type)`,
+    'an open turn with no calls': `
+      const turn = ex.turn()
+      for await (const event of turn) console.log(event.type)`,
+    'Promise.all (the reference)': `
+      await Promise.all([new Promise(() => {})])`,
+  }
+  for (const [name, body] of Object.entries(cases)) {
+    const script = `
+      import { ToolExecutor } from ${lib}
+      const ex = new ToolExecutor()
+      ex.tool({ name: 'never' }, () => new Promise(() => {}))
+      ${body}
+    `
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 })
+    assert.equal(run.signal, null, `${name}: had to be killed, something kept the process alive`)
+    assert.equal(run.status, 13, `${name}: ${run.stderr}`)
+    assert.doesNotMatch(run.stdout, /settled|result/, name)
+  }
+})
+
+test('a run() waits for what is native: a tool timeout, an abort and its cleanup grace', () => {
+  // The same never-settling tool, now with a timeout, or aborted with a grace: the process
+  // stays until the native timer answers the call, and the run resolves.
+  const lib = JSON.stringify(path.join(__dirname, '..', 'lib', 'index.mjs'))
+  const script = `
+    import { ToolExecutor } from ${lib}
+    const ex = new ToolExecutor({ cleanupGraceMs: 150 })
+    ex.tool({ name: 'never' }, () => new Promise(() => {}))
+    ex.tool({ name: 'timed', timeoutMs: 100 }, () => new Promise(() => {}))
+    let started = Date.now()
+    const [t] = await ex.run([{ id: 't', name: 'timed', input: {} }])
+    console.log('timed', t.is_error, Date.now() - started >= 90)
+    const controller = new AbortController()
+    // Unref'd: it must not be what keeps the process alive while the grace runs.
+    setTimeout(() => controller.abort(), 30).unref()
+    const turn = ex.turn({ signal: controller.signal })
+    turn.submit({ id: 'a', name: 'never', input: {} })
+    setTimeout(() => {}, 60)
+    started = Date.now()
+    const [a] = await turn.results()
+    console.log('aborted', a.is_error, Date.now() - started >= 150)
+  `
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 })
+  assert.equal(run.signal, null, 'had to be killed')
+  assert.equal(run.status, 0, run.stderr)
+  assert.deepEqual(run.stdout.trim().split('\n'), ['timed true true', 'aborted true true'])
+})
+
 test('a top-level await on run() keeps the process alive until the results arrive', () => {
   const script = `
     import { ToolExecutor } from ${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.mjs'))}

@@ -278,9 +278,16 @@ test("aborting run() hands the signal's reason to the tools too: ctx.signal.reas
     assert.equal(toolReason.name, 'AbortError')
     assert.equal(toolReason.cause, reason, 'the tool sees why the run was aborted')
   }
-  // AbortSignal.timeout(): the tools see its TimeoutError (a DOMException) as the cause.
+  // AbortSignal.timeout(): the tools see its TimeoutError (a DOMException) as the cause. Its
+  // timer is unref'd (Node's choice) and these tools wait on nothing else, so, as with plain
+  // promises, nothing would keep the process alive meanwhile: the test holds the loop.
   seen.length = 0
-  await assert.rejects(executor.run(uses, { signal: AbortSignal.timeout(30) }), { name: 'AbortError' })
+  const hold = setInterval(() => {}, 1_000)
+  try {
+    await assert.rejects(executor.run(uses, { signal: AbortSignal.timeout(30) }), { name: 'AbortError' })
+  } finally {
+    clearInterval(hold)
+  }
   assert.equal(seen.length, 2)
   for (const toolReason of seen) assert.equal(toolReason.cause?.name, 'TimeoutError')
 })

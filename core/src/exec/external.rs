@@ -234,6 +234,11 @@ impl ExternalCalls {
         self.grace = Some(Box::pin(tokio::time::sleep(grace)));
     }
 
+    /// Whether aborted calls are still running on their cleanup grace (its timer armed).
+    pub(crate) fn grace_counting(&self) -> bool {
+        self.grace.is_some() && self.running > 0
+    }
+
     /// When the grace of the aborted calls ran out: takes every call still running (each with
     /// its index).
     pub(crate) fn poll_grace_expired(&mut self, cx: &mut Context<'_>) -> Vec<(usize, Running)> {

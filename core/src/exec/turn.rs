@@ -516,6 +516,22 @@ impl Turn {
         self.external.as_ref().is_some_and(|ext| ext.kept(index))
     }
 
+    /// Whether the turn now waits on its host alone: it is not done, no call runs as a future
+    /// of the turn (a tool called through [`Tool::call`](super::Tool::call): its timeout, hooks
+    /// or task) and no cleanup grace is counting down. Until the host answers, submits, seals
+    /// or cancels, nothing of the turn's own will then wake it; a host that keeps its event
+    /// loop alive for the turn's timers and tasks can let it go (JavaScript does not keep a
+    /// process alive for a promise that never settles, nor need it for a turn waiting on one).
+    /// Meaningful after a poll: it describes the state that poll left.
+    pub fn waits_only_on_host(&self) -> bool {
+        !self.done
+            && self.running.is_empty()
+            && self
+                .external
+                .as_ref()
+                .is_none_or(|external| !external.grace_counting())
+    }
+
     /// A handle to submit, seal, cancel or discard from other tasks or threads.
     pub fn handle(&self) -> TurnHandle {
         self.handle.clone()
