@@ -1,5 +1,9 @@
 // Types of the `ferroloop` package (hand-written: the generated ../index.d.ts describes the raw
 // native layer, whose batch encoding and untyped errors are not part of the public API).
+// A parameter taking a JSON object is typed `Record<string, any>`, not `Record<string, unknown>`:
+// a value typed by an interface (an SDK's `MessageCreateParams`, `MessageParam`, `Usage`, a
+// `JSONSchema7`) has no index signature and is no `Record<string, unknown>`. Array parameters
+// are `readonly`: the runtime only reads them.
 
 /** Options shared by every FerroloopError constructor. */
 export interface FerroloopErrorOptions {
@@ -309,13 +313,13 @@ export interface ToolResult {
  */
 export type ToolReturn =
   | string
-  | ToolResultBlock[]
-  | { content: string | ToolResultBlock[]; isError?: boolean }
+  | readonly ToolResultBlock[]
+  | { content: string | readonly ToolResultBlock[]; isError?: boolean }
   | null
   | undefined
   | number
   | boolean
-  | Record<string, unknown>
+  | Record<string, any>
 
 /** The second argument of a tool function. */
 export interface ToolCallContext {
@@ -384,7 +388,7 @@ export interface ToolDeclaration<Input = any> {
    * `minProperties`, `maxProperties`); other keywords (`pattern`, `format`, `$ref`, `anyOf`,
    * ...) are accepted and not checked.
    */
-  schema?: Record<string, unknown> | null
+  schema?: Record<string, any> | null
   /** A failure cancels the running and later siblings of the same turn (shell-like tools). */
   cancelsSiblingsOnError?: boolean | null
 }
@@ -503,7 +507,7 @@ export declare class ToolExecutor {
    * active here are visible inside them; concurrent runs each see their own). An option other
    * than `signal` is an `InvalidArgumentError`; `signal: null` is none.
    */
-  run(toolUses: ToolUse[], options?: { signal?: AbortSignal | null }): Promise<ToolResult[]>
+  run(toolUses: readonly ToolUse[], options?: { signal?: AbortSignal | null }): Promise<ToolResult[]>
   /**
    * Starts a streaming turn. Aborting `signal` cancels the turn's running and queued calls
    * (their `ctx.signal` fires, with the signal's reason as its cause) and seals it, as leaving
@@ -621,7 +625,7 @@ export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k
  * `InvalidArgumentError`, not an estimate of 0.
  */
 export declare function estimateTokens(
-  input: string | Uint8Array | unknown[] | Record<string, unknown>,
+  input: string | Uint8Array | readonly unknown[] | Record<string, any>,
   options?: { tokenizer?: Tokenizer | null } | null,
 ): number
 
@@ -658,7 +662,7 @@ export interface RequestEstimate {
  * as the system part, `input` items as messages).
  */
 export declare function estimateRequest(
-  body: { system?: unknown; tools?: unknown[]; messages?: unknown[]; instructions?: unknown; input?: unknown; [key: string]: unknown },
+  body: Record<string, any> & { system?: unknown; tools?: readonly unknown[]; messages?: readonly unknown[]; instructions?: unknown; input?: unknown },
   options?: { tokenizer?: Tokenizer | null } | null,
 ): RequestEstimate
 
@@ -740,23 +744,23 @@ export declare class ContextTracker {
    * Sets the system prompt (a string, content blocks, or null for none). Throws an
    * InvalidArgumentError, the tracker unchanged, for anything else (as Python and C refuse it).
    */
-  setSystem(system: string | unknown[] | null): void
+  setSystem(system: string | readonly unknown[] | null): void
   /**
    * Sets the tool definitions (an array, or null for none). Throws an InvalidArgumentError, the
    * tracker unchanged, for anything else, such as one tool's object.
    */
-  setTools(tools: unknown[] | null): void
+  setTools(tools: readonly unknown[] | null): void
   /**
    * Appends a message (a plain object: a message or an OpenAI Responses item). Throws an
    * InvalidArgumentError for anything else (a Map or a class instance included).
    */
-  pushMessage(message: Record<string, unknown>): void
+  pushMessage(message: Record<string, any>): void
   /**
    * Replaces the whole history (e.g. after compaction); the usage recorded stays if the messages
    * it covered open the new history unchanged. Throws an InvalidArgumentError, the tracker
    * unchanged, for an entry that is no plain object.
    */
-  replaceMessages(messages: unknown[]): void
+  replaceMessages(messages: readonly unknown[]): void
   /**
    * Keeps the first `length` messages (more than there are, `Infinity` included, keeps them all,
    * as in Python). Throws an InvalidArgumentError for a negative or fractional `length`, or NaN.
@@ -770,7 +774,7 @@ export declare class ContextTracker {
    * of them, as in Python and C). Throws an InvalidArgumentError for a count that is not a
    * non-negative integer or `Infinity` (`NaN` included; `null` is absent) or no count at all.
    */
-  recordUsage(usage: Record<string, unknown>, covered?: number | null): void
+  recordUsage(usage: Record<string, any>, covered?: number | null): void
   /**
    * The current model's online correction factor (usage / estimate, clamped); settable, e.g.
    * restored from a previous session.
@@ -867,7 +871,7 @@ export interface ClientOptions {
   /** The `anthropic-version` header (default `2023-06-01`). */
   anthropicVersion?: string | null
   /** `anthropic-beta` header values. */
-  anthropicBeta?: string[] | null
+  anthropicBeta?: readonly string[] | null
   /** Read `apiKey`, `baseUrl` and proxies from the environment when not given (default true). */
   fromEnv?: boolean | null
 }
@@ -954,9 +958,9 @@ export declare class Client {
    * ±Infinity) anywhere in the request is an InvalidArgumentError naming its key, not sent as
    * `null`.
    */
-  stream(request: Record<string, unknown>, options?: RequestOptions): MessageStream
+  stream(request: Record<string, any>, options?: RequestOptions): MessageStream
   /** A non-streaming request (`stream: false` is sent, whatever `request` says): the provider's JSON response. */
-  create(request: Record<string, unknown>, options?: RequestOptions): Promise<any>
+  create(request: Record<string, any>, options?: RequestOptions): Promise<any>
 }
 
 /** A built-in native tool, confined to the agent's workspace. */
@@ -981,7 +985,7 @@ export interface AgentOptions {
   /** The system prompt. */
   system?: string | null
   /** JS tools (a ToolExecutor) and/or built-in tool names. */
-  tools?: ToolExecutor | BuiltinToolName | Array<ToolExecutor | BuiltinToolName> | null
+  tools?: ToolExecutor | BuiltinToolName | ReadonlyArray<ToolExecutor | BuiltinToolName> | null
   /** The directory the built-in tools are confined to (default: the current directory). */
   workspace?: string | null
   /**
@@ -1039,7 +1043,7 @@ export interface AgentOptions {
    * Anthropic's `{ type: 'web_search_20250305', name: 'web_search' }`). A number JSON has no
    * form for (NaN, ±Infinity) is an InvalidArgumentError naming its key, not sent as `null`.
    */
-  extra?: Record<string, unknown> | null
+  extra?: Record<string, any> | null
 }
 
 /** Why a run stopped. */
@@ -1220,5 +1224,5 @@ export declare class Agent {
    * of this call (`AsyncLocalStorage` values active here are visible inside them). An option
    * other than `signal` and `messages` is an `InvalidArgumentError`.
    */
-  run(prompt: string | unknown[] | null, options?: { signal?: AbortSignal | null; messages?: unknown[] | null }): AgentRun
+  run(prompt: string | readonly unknown[] | null, options?: { signal?: AbortSignal | null; messages?: readonly unknown[] | null }): AgentRun
 }
