@@ -307,9 +307,10 @@ export interface ToolResult {
  * What a tool function may return (directly or through a Promise): text; content blocks (an
  * array holding anything else, file names say, is sent as its JSON text); one
  * content block (an object with a `type`, e.g. an image); `{ content, isError }`; nothing (an
- * empty result); any other JSON value is sent as its JSON text. As Python's tools. A value
- * with no JSON form (a BigInt, a cycle, a function, a symbol, a `toJSON()` that throws or gives
- * undefined) gets an `is_error` result saying so.
+ * empty result); any other JSON value is sent as its JSON text (a `Set` in it as an array, as
+ * Python sends a set). As Python's tools. A value with no JSON form (a BigInt, a cycle, a `Map`,
+ * a function, a symbol, a `toJSON()` that throws or gives undefined) gets an `is_error` result
+ * saying so.
  */
 export type ToolReturn =
   | string

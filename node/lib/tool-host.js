@@ -21,7 +21,7 @@ const inputOf = (use) => (use.input === undefined ? {} : use.input)
  * `ctx.progress` raises ValueError, rather than being dropped unseen.
  */
 function progressJson(data) {
-  const json = toJson(data ?? null, 'ctx.progress: the data', progressReplacer)
+  const json = toJson(data ?? null, 'ctx.progress: the data', collectionsReplacer)
   if (json === undefined) {
     throw new InvalidArgumentError(`ctx.progress: the data cannot be sent as JSON: a ${typeof data} is not a JSON value`)
   }
@@ -29,10 +29,11 @@ function progressJson(data) {
 }
 
 /**
- * Progress data's collections: a Set is sent as an array (as a Python tool's set is), a Map is
- * refused (JSON.stringify wrote both as `{}`: the data was lost without a word).
+ * The collections of progress data and of a tool's result: a Set is sent as an array (as a
+ * Python tool's set is), a Map is refused (JSON.stringify wrote both as `{}`: the data was lost
+ * without a word, and a result holding one was a success).
  */
-function progressReplacer(_key, value) {
+function collectionsReplacer(_key, value) {
   if (value instanceof Set) return Array.from(value)
   if (value instanceof Map) throw new TypeError('a Map is not a JSON value (send Object.fromEntries(map))')
   return value
@@ -95,12 +96,16 @@ function isPlainObject(value) {
 
 /**
  * `JSON.stringify(value)` of a tool's result (a lone surrogate's escape reads as U+FFFD in the
- * native layer); a value JSON cannot carry (a BigInt, a cycle) throws an error saying it is the result that could not be sent, not a bare
- * TypeError.
+ * native layer; a Set is written as an array, see collectionsReplacer); a value JSON cannot
+ * carry (a BigInt, a cycle, a Map) throws an error saying it is the result that could not be
+ * sent, not a bare TypeError.
  */
 function resultJson(value) {
   try {
-    return JSON.stringify(value)
+    const json = JSON.stringify(value)
+    // Both collections are written `{}` (an empty object too): only then is the value written
+    // again through the replacer, so a large result without one is written once, at full speed.
+    return json !== undefined && json.includes('{}') ? JSON.stringify(value, collectionsReplacer) : json
   } catch (err) {
     throw new UnsendableResult(`the tool's result cannot be sent as JSON: ${causeText(err)}`)
   }

@@ -1056,6 +1056,30 @@ test('ctx.progress with a value JSON cannot carry throws InvalidArgumentError to
   assert.equal(events.find((e) => e.type === 'result').result.content, 'done')
 })
 
+test('a result holding a Set sends its items, as a Python tool\'s set; a Map is an is_error result, as in ctx.progress', async () => {
+  // JSON.stringify wrote both as {}: the tool's data was lost, and the call reported success.
+  const ex = new ToolExecutor()
+    .tool({ name: 'set' }, () => new Set(['a', 'b']))
+    .tool({ name: 'nested_set' }, async () => ({ files: new Set(['x.txt']) }))
+    .tool({ name: 'explicit' }, () => ({ content: new Set(['c']) }))
+    .tool({ name: 'map' }, () => new Map([['a', 1]]))
+    .tool({ name: 'nested_map' }, async () => ({ counts: new Map([['a', 1]]) }))
+    .tool({ name: 'blocks_map' }, () => [{ type: 'text', text: 'hi', meta: new Map() }])
+  const results = await ex.run(['set', 'nested_set', 'explicit', 'map', 'nested_map', 'blocks_map'].map((name, i) => use(`t${i}`, name)))
+  assert.deepEqual(
+    results.slice(0, 3).map((r) => [r.content, r.is_error]),
+    [
+      ['["a","b"]', false],
+      ['{"files":["x.txt"]}', false],
+      ['["c"]', false],
+    ],
+  )
+  for (const result of results.slice(3)) {
+    assert.equal(result.is_error, true, result.content)
+    assert.match(result.content, /^the tool's result cannot be sent as JSON: a Map is not a JSON value/)
+  }
+})
+
 test('ctx may be destructured, progress included, whichever way the call runs (as Python\'s bound ctx.progress)', async () => {
   const ex = new ToolExecutor()
   const tool = async (input, { progress, signal, toolUseId, name, index }) => {
