@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions, wellFormed, optionalNumber, optionalBoolean } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, callNative, toJson, checkedOptions, wellFormed, optionalNumber, optionalBoolean } = require('./errors.js')
 const { onAbort, checkSignal } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
@@ -222,6 +222,11 @@ class Turn {
   /** Events not yet taken by an iterator (from #head on). */
   #events = []
   #head = 0
+  /**
+   * A loop follows the turn (its iterator started and has not ended): a second one is refused,
+   * as Python's Turn refuses it. The two shared the cursor, each getting only some events.
+   */
+  #following = false
   #results = []
   #done = false
   #waiters = []
@@ -750,10 +755,15 @@ class Turn {
    * then done.
    */
   [Symbol.asyncIterator]() {
-    return closableIterator(this.#follow(), () => this.#leave())
+    // An iterator closed unread while another loop follows the turn was never its follower.
+    return closableIterator(this.#follow(), () => (this.#following ? undefined : this.#leave()))
   }
 
   async *#follow() {
+    if (this.#following) {
+      throw new InvalidStateError("a Turn is followed by one loop at a time: another loop is iterating its events (each would get only some of them)")
+    }
+    this.#following = true
     this.#schedule()
     try {
       for (;;) {
@@ -767,6 +777,7 @@ class Turn {
         await this.#wait()
       }
     } finally {
+      this.#following = false
       if (this.#waiters.length === 0) this.#release()
       this.#leave()
     }

@@ -61,7 +61,8 @@ export declare class InvalidArgumentError extends FerroloopError {
 /**
  * A call the object's state refuses (`code: 'invalid_state'`, C's `FL_STATUS_INVALID_STATE`,
  * Python's `InvalidStateError`): bytes fed to a StreamDecoder after `finish()`, a tool use
- * submitted to a Turn after `seal()`, a second iteration of an AgentRun or a MessageStream.
+ * submitted to a Turn after `seal()`, a second iteration of an AgentRun or a MessageStream, a
+ * second loop over a Turn while another follows it.
  */
 export declare class InvalidStateError extends FerroloopError {
   /** Always `'invalid_state'`. */
@@ -489,7 +490,10 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
    * seals the turn: running calls see `ctx.signal` abort (an AbortError whose `cause` says the
    * loop was left), queued calls never start, `submit()` throws from then on, and every
    * submitted call still gets exactly one (`is_error`) result from `results()`. That iterator
-   * is done (`next()` resolves `{ done: true }`).
+   * is done (`next()` resolves `{ done: true }`). One loop follows the turn at a time: while
+   * one does, another iterator's `next()` rejects with `InvalidStateError` (the two would each
+   * get only some of the events), as Python's Turn raises; once it has ended, a new loop gets
+   * the events it left.
    */
   [Symbol.asyncIterator](): AsyncIterator<TurnEvent>
 }

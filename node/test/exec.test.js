@@ -946,6 +946,39 @@ test("closing a turn's iterator before reading cancels and seals the turn, as le
   assert.throws(() => turn.submit(use('b', 'watch')), 'the turn is sealed')
 })
 
+test('a turn is followed by one loop at a time: a second loop\'s next() rejects with InvalidStateError, as Python\'s Turn refuses it', async () => {
+  // The two loops shared one cursor, each getting only some of the events (a result or a
+  // finished event missing from each), without a word; Python raises, and a second iteration
+  // of an AgentRun or a MessageStream rejects so.
+  const ex = new ToolExecutor().tool({ name: 'slow', concurrencySafe: true }, async (input) => {
+    await sleep(10 * input.n)
+    return `done ${input.n}`
+  })
+  const turn = ex.turn()
+  turn.submit(use('a', 'slow', { n: 1 }), use('b', 'slow', { n: 2 }), use('c', 'slow', { n: 3 }))
+  turn.seal()
+  const first = turn[Symbol.asyncIterator]()
+  const seen = []
+  const step = await first.next()
+  seen.push(step.value.type)
+  const second = turn[Symbol.asyncIterator]()
+  await assert.rejects(second.next(), (err) => err instanceof InvalidStateError && err.code === 'invalid_state' && /one loop at a time/.test(err.message))
+  // Closing the refused iterator unread cancels nothing: the first loop still follows the turn.
+  await second.return()
+  for (let r = await first.next(); !r.done; r = await first.next()) seen.push(r.value.type)
+  assert.deepEqual(seen.filter((type) => type === 'result').length, 3)
+  assert.deepEqual(seen.filter((type) => type === 'finished').length, 3)
+  assert.deepEqual((await turn.results()).map((r) => [r.content, r.is_error]), [
+    ['done 1', false],
+    ['done 2', false],
+    ['done 3', false],
+  ])
+  // Once that loop has ended, a new one may follow the turn: it is done.
+  const after = []
+  for await (const event of turn) after.push(event)
+  assert.deepEqual(after, [])
+})
+
 test('leaving the loop after the turn is done cancels nothing', async () => {
   const ex = new ToolExecutor()
   ex.tool({ name: 'ok' }, () => 'fine')
