@@ -574,6 +574,10 @@ class Turn {
     toolUses.forEach((use, i) => {
       if (!isObject(use) || typeof use.id !== 'string' || typeof use.name !== 'string') {
         // Which entry, and what it lacks: `input` is optional (a call without one runs with {}).
+        if (Array.isArray(use)) {
+          // `submit(uses)` for `submit(...uses)`: "`id` is no string" sent the caller to check ids.
+          throw new InvalidArgumentError(`tool use ${i} is an array: pass the tool uses themselves (submit(a, b) or submit(...uses); run([a, b]))`)
+        }
         const field = !isObject(use) ? 'it is no object' : typeof use.id !== 'string' ? '`id` is no string' : '`name` is no string'
         throw new InvalidArgumentError(`tool use ${i} needs a string \`id\` and \`name\` (and may have an \`input\`): ${field}`)
       }

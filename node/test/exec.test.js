@@ -979,6 +979,18 @@ test('a turn is followed by one loop at a time: a second loop\'s next() rejects 
   assert.deepEqual(after, [])
 })
 
+test('submit given an array of tool uses says so, not that the id is missing', () => {
+  // submit takes the uses as arguments (run takes an array): `submit(uses)` was refused as
+  // "tool use 0 ... \`id\` is no string", sending the caller to check ids that were there.
+  const turn = new ToolExecutor().tool({ name: 'a' }, () => 'x').turn()
+  assert.throws(
+    () => turn.submit([use('t1', 'a'), use('t2', 'a')]),
+    (err) => err instanceof InvalidArgumentError && /tool use 0 is an array/.test(err.message) && /submit\(\.\.\.uses\)/.test(err.message),
+  )
+  turn.submit(...[use('t1', 'a'), use('t2', 'a')])
+  turn.seal()
+})
+
 test('leaving the loop after the turn is done cancels nothing', async () => {
   const ex = new ToolExecutor()
   ex.tool({ name: 'ok' }, () => 'fine')
