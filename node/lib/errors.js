@@ -135,7 +135,11 @@ function wellFormed(text) {
  */
 function toJson(value, what, replacer) {
   try {
-    return JSON.stringify(value, replacer)
+    const json = JSON.stringify(value, replacer)
+    // A Set and a Map are both written `{}` (as an empty object is): only then is the value
+    // written again, its collections seen, so a value without one is written once.
+    if (json === undefined || !json.includes('{}')) return json
+    return JSON.stringify(value, replacer === undefined ? collectionsReplacer : withCollections(replacer))
   } catch (err) {
     let reason
     try {
@@ -144,6 +148,25 @@ function toJson(value, what, replacer) {
       reason = 'its toJSON threw'
     }
     throw new InvalidArgumentError(`${what} cannot be sent as JSON: ${reason}`, { cause: err })
+  }
+}
+
+/**
+ * The collections of what crosses as JSON (a request, a message, a tool's result or progress):
+ * a Set is written as an array of its items, as Python writes a set; a Map is refused (its keys
+ * need not be strings). JSON.stringify wrote both as `{}`: the data was lost without a word (a
+ * message whose content was a Set of blocks counted as empty).
+ */
+function collectionsReplacer(_key, value) {
+  if (value instanceof Set) return Array.from(value)
+  if (value instanceof Map) throw new TypeError('a Map is not a JSON value (send Object.fromEntries(map))')
+  return value
+}
+
+/** `replacer` (a JSON.stringify replacer function), collections first written as {@link collectionsReplacer} writes them. */
+function withCollections(replacer) {
+  return function (key, value) {
+    return replacer.call(this, key, collectionsReplacer(key, value))
   }
 }
 
@@ -270,6 +293,7 @@ module.exports = {
   fromErrorItem,
   callNative,
   toJson,
+  collectionsReplacer,
   providerJson,
   optionalNumber,
   optionalBoolean,

@@ -627,7 +627,9 @@ export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k
  * OpenAI Responses body's `input` or `instructions`; `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
  * `estimate_tokens`. A lone surrogate counts as U+FFFD, in a string and inside an object (as in
  * `ContextTracker`). Bytes whose ArrayBuffer is detached (transferred) are an
- * `InvalidArgumentError`, not an estimate of 0.
+ * `InvalidArgumentError`, not an estimate of 0. A `Set` inside an object counts as an array of
+ * its items, as Python counts a set; a `Map` is an `InvalidArgumentError` (in every value sent
+ * as JSON: messages, requests, an agent's `extra`).
  */
 export declare function estimateTokens(
   input: string | Uint8Array | readonly unknown[] | Record<string, any>,
@@ -961,7 +963,8 @@ export declare class Client {
   /**
    * Starts a streaming request (`stream: true` is set). A number JSON has no form for (NaN,
    * ±Infinity) anywhere in the request is an InvalidArgumentError naming its key, not sent as
-   * `null`.
+   * `null`; a `Set` is sent as an array (as Python sends a set), a `Map` is an
+   * InvalidArgumentError (both were sent as `{}`).
    */
   stream(request: Record<string, any>, options?: RequestOptions): MessageStream
   /** A non-streaming request (`stream: false` is sent, whatever `request` says): the provider's JSON response. */

@@ -5,7 +5,7 @@
 // error, becomes a ToolReply the executor turns into a `tool_result` block.
 
 const { AsyncResource } = require('node:async_hooks')
-const { AbortError, TimeoutError, InvalidArgumentError, toJson } = require('./errors.js')
+const { AbortError, TimeoutError, InvalidArgumentError, toJson, collectionsReplacer } = require('./errors.js')
 
 /**
  * The input of a submitted `tool_use` block: `{}` when it has none, the core's rule
@@ -21,22 +21,12 @@ const inputOf = (use) => (use.input === undefined ? {} : use.input)
  * `ctx.progress` raises ValueError, rather than being dropped unseen.
  */
 function progressJson(data) {
-  const json = toJson(data ?? null, 'ctx.progress: the data', collectionsReplacer)
+  // A Set is sent as an array, a Map refused (toJson's collections).
+  const json = toJson(data ?? null, 'ctx.progress: the data')
   if (json === undefined) {
     throw new InvalidArgumentError(`ctx.progress: the data cannot be sent as JSON: a ${typeof data} is not a JSON value`)
   }
   return json
-}
-
-/**
- * The collections of progress data and of a tool's result: a Set is sent as an array (as a
- * Python tool's set is), a Map is refused (JSON.stringify wrote both as `{}`: the data was lost
- * without a word, and a result holding one was a success).
- */
-function collectionsReplacer(_key, value) {
-  if (value instanceof Set) return Array.from(value)
-  if (value instanceof Map) throw new TypeError('a Map is not a JSON value (send Object.fromEntries(map))')
-  return value
 }
 
 // Reply flags (node/src/js_tools.rs): the tool failed; the content is JSON text of content

@@ -436,3 +436,34 @@ test('ContextTracker: truncate and recordUsage take any count past the end (Infi
     assert.throws(() => tracker.recordUsage({ input_tokens: 1 }, bad), (err) => err instanceof InvalidArgumentError && err.message.startsWith('covered must be'))
   }
 })
+
+test('a Set inside what is counted or sent is its items (as Python counts a set); a Map is refused by name', async () => {
+  // JSON.stringify writes both as {}: a message whose content was a Set of blocks counted as
+  // an empty message (5 tokens for 300), and a request sent `{}` for a Set, without a word.
+  const text = 'the quick brown fox jumps over the lazy dog '.repeat(20)
+  const asArray = { role: 'user', content: [{ type: 'text', text }] }
+  const asSet = { role: 'user', content: new Set([{ type: 'text', text }]) }
+  assert.equal(estimateTokens(asSet), estimateTokens(asArray))
+  assert.equal(estimateTokens([asSet]), estimateTokens([asArray]))
+  assert.equal(estimateRequest({ messages: [asSet] }).total, estimateRequest({ messages: [asArray] }).total)
+  const tracker = new ContextTracker()
+  tracker.pushMessage(asSet)
+  const expected = new ContextTracker()
+  expected.pushMessage(asArray)
+  assert.deepEqual(tracker.tokens(), expected.tokens())
+  const withMap = { role: 'user', content: [{ type: 'text', text, meta: new Map([['a', 1]]) }] }
+  const refused = (err) => err instanceof InvalidArgumentError && /a Map is not a JSON value/.test(err.message)
+  assert.throws(() => estimateTokens(withMap), refused)
+  assert.throws(() => estimateRequest({ messages: [withMap] }), refused)
+  assert.throws(() => tracker.pushMessage(withMap), refused)
+  assert.throws(() => tracker.replaceMessages([withMap]), refused)
+  assert.equal(tracker.length, 1, 'the tracker is unchanged')
+  // A request: the client and the agent write it the same way (Python sends a set as a list).
+  const { Client, Agent } = ferroloop
+  const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9', fromEnv: false, maxRetries: 0 })
+  assert.throws(() => client.stream({ model: 'm', max_tokens: 8, messages: [withMap] }), refused)
+  await assert.rejects(client.create({ model: 'm', max_tokens: 8, metadata: new Map() }), refused)
+  assert.throws(() => new Agent(client, { model: 'm', extra: { metadata: new Map() } }), refused)
+  const agent = new Agent(client, { model: 'm', extra: { stop_sequences: new Set(['END']) } })
+  assert.throws(() => agent.run(null, { messages: [withMap] }), refused)
+})
