@@ -184,6 +184,8 @@ test('a tool use whose input must cross as JSON and cannot gets an is_error resu
     nested_bigint: [{ a: { n: [2n] } }, /BigInt/],
     cycle: [cycle, /circular/i],
     throwing_toJSON: [{ a: { toJSON() { throw new Error('no JSON here') } } }, /no JSON here/],
+    // Validated as `{}` before (JSON.stringify's writing of a Map).
+    map: [{ a: new Map([['k', 1]]) }, /a Map is not a JSON value/],
   }
   for (const [label, [input, reason]] of Object.entries(inputs)) {
     // Without a schema: the tool runs with the very object given.
@@ -220,6 +222,25 @@ test('a tool use whose input must cross as JSON and cannot gets an is_error resu
   const odd = Object.assign(Object.create({ inherited: true }), { n: 3n })
   const results = await ex.run([use('bad', 'plain', odd)])
   assert.match(results[0].content, /^Invalid input for tool 'plain': the input cannot be sent as JSON: .*BigInt/)
+})
+
+test('a Set in a tool use\'s input is validated as the array of its items, as Python sends a set; the tool gets the input as given', async () => {
+  // JSON.stringify wrote it {}: the schema saw an object ("expected array, got object") and
+  // refused an input holding exactly what it asked for.
+  const called = []
+  const ex = new ToolExecutor().tool(
+    { name: 'files', schema: { type: 'object', properties: { paths: { type: 'array', items: { type: 'string' }, minItems: 1 } }, required: ['paths'] } },
+    (input) => {
+      called.push(input)
+      return [...input.paths].join(',')
+    },
+  )
+  const input = { paths: new Set(['a.txt', 'b.txt']) }
+  assert.deepEqual(await ex.run([use('t1', 'files', input)]), [{ type: 'tool_result', tool_use_id: 't1', content: 'a.txt,b.txt', is_error: false }])
+  assert.equal(called[0], input)
+  const refused = await ex.run([use('t2', 'files', { paths: new Set([1]) })])
+  assert.equal(refused[0].is_error, true)
+  assert.match(refused[0].content, /^Invalid input for tool 'files': input\.paths\[0\]: expected string/)
 })
 
 test('huge durations are invalid arguments, not internal errors', async () => {
