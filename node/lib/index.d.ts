@@ -213,6 +213,41 @@ export interface DecodeErrorDetail {
   raw?: unknown
 }
 
+/**
+ * The detail fields of the errors a provider's answer makes. These detail interfaces are merged
+ * into the error classes of their names (a class and an interface of one name are one type), so
+ * `err instanceof TimeoutError` reaches `err.which` without a cast. Each field is absent when
+ * the error did not come with it (only a StreamDecoder's errors carry `events`; only a
+ * provider's error event `raw`).
+ */
+type ProviderErrorDetail = Pick<ClientErrorDetail, 'partial' | 'errorType'> & Pick<DecodeErrorDetail, 'events' | 'raw'>
+/** A truncated stream's message so far, why it broke (the cause's code) and, from a StreamDecoder, the events before. */
+export interface StreamTruncatedError extends Pick<ClientErrorDetail, 'partial' | 'reason' | 'errorType'>, Pick<DecodeErrorDetail, 'events'> {}
+/** Which watchdog fired, and when. */
+export interface TimeoutError extends Pick<ClientErrorDetail, 'which' | 'elapsedMs'> {}
+/** An oversized event's cap (`limit`); from a StreamDecoder, the message and events so far. */
+export interface ProtocolError extends Pick<ClientErrorDetail, 'limit' | 'partial' | 'errorType'>, Pick<DecodeErrorDetail, 'events'> {}
+/** The provider's error type, the wait it asked for, the message so far. */
+export interface RateLimitedError extends ProviderErrorDetail, Pick<ClientErrorDetail, 'retryAfterMs'> {}
+/** The provider's error type, the wait it asked for, the message so far. */
+export interface OverloadedError extends ProviderErrorDetail, Pick<ClientErrorDetail, 'retryAfterMs'> {}
+/** The provider's error type, the wait it asked for, the message so far. */
+export interface ServerError extends ProviderErrorDetail, Pick<ClientErrorDetail, 'retryAfterMs'> {}
+/** The prompt's size and the model's limit when the provider said them, its error type, the message so far. */
+export interface PromptTooLongError extends ProviderErrorDetail, Pick<ClientErrorDetail, 'tokens' | 'limit'> {}
+/** The provider's error type, the message so far. */
+export interface QuotaExceededError extends ProviderErrorDetail {}
+/** The provider's error type, the message so far. */
+export interface ProviderError extends ProviderErrorDetail {}
+/** The provider's error type, the message so far. */
+export interface AuthenticationError extends ProviderErrorDetail {}
+/** The provider's error type, the message so far. */
+export interface PermissionError extends ProviderErrorDetail {}
+/** The provider's error type, the message so far. */
+export interface NotFoundError extends ProviderErrorDetail {}
+/** The provider's error type, the message so far. */
+export interface InvalidRequestError extends ProviderErrorDetail {}
+
 /** Converts an error thrown by the native layer into its FerroloopError; other values pass through. */
 export declare function toFerroloopError(err: unknown): unknown
 

@@ -1,0 +1,40 @@
+'use strict'
+// The detail fields of errors are declared on their classes (types-errors.ts, compiled here with
+// `tsc --strict`), and are there at runtime (a decoder's errors, checked here; the client's are
+// checked by client.test.js and client-cause.test.js).
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { StreamDecoder, OverloadedError, StreamTruncatedError } = require('..')
+
+const pkgDir = path.resolve(__dirname, '..')
+
+test('types-errors.ts type-checks under tsc --strict (error detail fields declared on their classes)', () => {
+  const tsc = path.join(pkgDir, 'node_modules', 'typescript', 'bin', 'tsc')
+  const args = [tsc, '--noEmit', '--strict', '--target', 'ES2022', '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', path.join(__dirname, 'types-errors.ts')]
+  const run = spawnSync(process.execPath, args, { cwd: pkgDir, encoding: 'utf8' })
+  assert.equal(run.status, 0, `tsc:\n${run.stdout}${run.stderr}`)
+})
+
+test('a decoder\'s errors carry the declared fields', () => {
+  const start = 'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"x","usage":{"input_tokens":1,"output_tokens":0}}}\n\n'
+  const overloaded = 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+  const decoder = new StreamDecoder()
+  const err = (() => {
+    try {
+      decoder.feed(Buffer.from(start + overloaded))
+    } catch (e) {
+      return e
+    }
+  })()
+  assert.ok(err instanceof OverloadedError)
+  assert.equal(err.errorType, 'overloaded_error')
+  assert.deepEqual(err.raw, { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })
+  assert.equal(err.partial.id, 'm')
+  assert.deepEqual(err.events.map((e) => e.type), ['message_start'])
+  const truncated = new StreamDecoder()
+  truncated.feed(Buffer.from(start))
+  assert.throws(() => truncated.finish(), (e) => e instanceof StreamTruncatedError && e.partial.id === 'm' && Array.isArray(e.events))
+})
