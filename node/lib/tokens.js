@@ -27,6 +27,16 @@ function tokenizerOf(options, what) {
   return tokenizer
 }
 
+/**
+ * `value` when it is a Uint8Array of any realm (the native layer reads any), else null.
+ * `instanceof Uint8Array` is false for another realm's (a vm context's, the Buffers a Jest test
+ * gets), which were refused as "not bytes" while SseParser.feed read them.
+ */
+function uint8Array(value) {
+  if (value instanceof Uint8Array) return value
+  return ArrayBuffer.isView(value) && value[Symbol.toStringTag] === 'Uint8Array' ? value : null
+}
+
 /** How `value` is named in an error: `undefined`, `null`, `an array`, `a Map`, `a function`, ... */
 function kindOf(value) {
   if (value === undefined || value === null) return String(value)
@@ -67,8 +77,9 @@ function requestPartJson(value, what, expected) {
 function estimateTokens(input, options) {
   const tokenizer = tokenizerOf(options, 'estimateTokens')
   if (typeof input === 'string') return callNative(() => native.estimateText(input, tokenizer))
-  if (input instanceof Uint8Array) {
-    const bytes = attachedBytes(input, 'estimateTokens')
+  const view = uint8Array(input)
+  if (view !== null) {
+    const bytes = attachedBytes(view, 'estimateTokens')
     return callNative(() => native.estimateBytes(bytes, tokenizer))
   }
   if (Array.isArray(input) || isPlainObject(input)) {
@@ -244,8 +255,9 @@ class TextEstimator {
       }
       return callNative(() => this.#native.feedText(text))
     }
-    if (piece instanceof Uint8Array) {
-      const bytes = attachedBytes(piece, 'TextEstimator.feed')
+    const view = uint8Array(piece)
+    if (view !== null) {
+      const bytes = attachedBytes(view, 'TextEstimator.feed')
       // Bytes cannot complete a held high surrogate: it stays lone (U+FFFD).
       this.#sendHighSurrogate()
       return callNative(() => this.#native.feedBytes(bytes))

@@ -467,3 +467,21 @@ test('a Set inside what is counted or sent is its items (as Python counts a set)
   const agent = new Agent(client, { model: 'm', extra: { stop_sequences: new Set(['END']) } })
   assert.throws(() => agent.run(null, { messages: [withMap] }), refused)
 })
+
+test('estimateTokens and TextEstimator.feed take a Uint8Array of another realm (a vm context, Jest\'s Buffers), as SseParser.feed does', () => {
+  // `instanceof Uint8Array` is false across realms: the bytes were refused as "expects a
+  // string, a Uint8Array, ...", while SseParser and StreamDecoder read them.
+  const vm = require('node:vm')
+  const { TextEstimator } = require('../lib/index.js')
+  const text = 'hello world, the quick brown fox'
+  const foreign = vm.runInNewContext(`new Uint8Array(${JSON.stringify([...Buffer.from(text)])})`)
+  assert.equal(foreign instanceof Uint8Array, false)
+  assert.equal(estimateTokens(foreign), estimateTokens(text))
+  assert.equal(estimateTokens(foreign.subarray(6)), estimateTokens(text.slice(6)))
+  const estimator = new TextEstimator()
+  estimator.feed(foreign)
+  assert.equal(estimator.estimate(), estimateTokens(text))
+  // Other element types stay refused, of either realm.
+  assert.throws(() => estimateTokens(vm.runInNewContext('new Uint16Array(4)')), InvalidArgumentError)
+  assert.throws(() => new TextEstimator().feed(vm.runInNewContext('new Int8Array(4)')), InvalidArgumentError)
+})
