@@ -745,9 +745,18 @@ export interface ContextBudgetOptions {
   autocompactPercent?: number | null
 }
 
+/**
+ * Where a {@link ContextBudget}'s window and output limit come from: both of `window` and
+ * `maxOutputTokens`, or a `model` of the built-in table, never neither nor a mix (the runtime
+ * refuses those with an InvalidArgumentError).
+ */
+export type ContextBudgetLimits =
+  | { window: number; maxOutputTokens: number; model?: null }
+  | { model: string; window?: null; maxOutputTokens?: null }
+
 /** Context thresholds for one model. */
 export declare class ContextBudget {
-  constructor(options: ContextBudgetOptions)
+  constructor(options: ContextBudgetOptions & ContextBudgetLimits)
   /** The model's context window. */
   readonly window: number
   /** The request's max output tokens. */
