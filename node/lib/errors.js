@@ -170,6 +170,28 @@ function withCollections(replacer) {
   }
 }
 
+/** How `value` is named in an error: `undefined`, `null`, `an array`, `a Map`, `a function`, ... */
+function kindOf(value) {
+  if (value === undefined || value === null) return String(value)
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'object') {
+    const name = Object.getPrototypeOf(value)?.constructor?.name
+    return name ? `a ${name}` : 'an object'
+  }
+  return `a ${typeof value}`
+}
+
+/**
+ * `value` when it is a number, else an InvalidArgumentError naming `what` and what it got. NaN
+ * and ±Infinity pass: the native layer says what is wrong with them. What napi refused in its
+ * conversion ("Failed to convert napi value String into rust type `f64`") named neither the
+ * argument nor the call.
+ */
+function numberArg(value, what) {
+  if (typeof value !== 'number') throw new InvalidArgumentError(`${what} must be a number, got ${kindOf(value)}`)
+  return value
+}
+
 /** An option that is `undefined` or `null` (not given), else a number (NaN refused), naming `what`. */
 function optionalNumber(value, what) {
   if (value === undefined || value === null) return undefined
@@ -296,6 +318,8 @@ module.exports = {
   collectionsReplacer,
   providerJson,
   optionalNumber,
+  numberArg,
+  kindOf,
   optionalBoolean,
   optionalString,
   isPlainObject,

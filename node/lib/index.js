@@ -46,6 +46,8 @@ delete module.exports.toJson
 delete module.exports.collectionsReplacer
 delete module.exports.providerJson
 delete module.exports.optionalNumber
+delete module.exports.numberArg
+delete module.exports.kindOf
 delete module.exports.optionalBoolean
 delete module.exports.optionalString
 delete module.exports.isPlainObject

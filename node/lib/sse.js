@@ -4,7 +4,7 @@
 
 const native = require('../index.js')
 const { BatchOffsets, byteView } = require('./batch.js')
-const { InvalidArgumentError, callNative, toFerroloopError, checkedOptions } = require('./errors.js')
+const { InvalidArgumentError, callNative, toFerroloopError, checkedOptions, numberArg } = require('./errors.js')
 
 // Event types the native side has interned (node/src/sse.rs, `TypeTable`): both sides append a
 // type sent as text while they hold fewer than this many, so their indexes agree.
@@ -56,6 +56,7 @@ class SseParser {
   /** @param {{ maxEventBytes?: number }} [options] */
   constructor(options) {
     const { maxEventBytes } = checkedOptions(options, ['maxEventBytes'], 'SseParser')
+    if (maxEventBytes !== undefined) numberArg(maxEventBytes, 'SseParser: maxEventBytes')
     this.#native = callNative(() => new native.SseParser({ maxEventBytes }))
   }
 

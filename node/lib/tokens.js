@@ -2,7 +2,7 @@
 // Token estimation and context budgeting (ferroloop::tokens).
 
 const native = require('../index.js')
-const { InvalidArgumentError, callNative, toJson, checkedOptions, isPlainObject } = require('./errors.js')
+const { InvalidArgumentError, callNative, toJson, checkedOptions, isPlainObject, numberArg, kindOf } = require('./errors.js')
 const { attachedBytes } = require('./batch.js')
 
 const BUDGET_OPTIONS = [
@@ -35,17 +35,6 @@ function tokenizerOf(options, what) {
 function uint8Array(value) {
   if (value instanceof Uint8Array) return value
   return ArrayBuffer.isView(value) && value[Symbol.toStringTag] === 'Uint8Array' ? value : null
-}
-
-/** How `value` is named in an error: `undefined`, `null`, `an array`, `a Map`, `a function`, ... */
-function kindOf(value) {
-  if (value === undefined || value === null) return String(value)
-  if (Array.isArray(value)) return 'an array'
-  if (typeof value === 'object') {
-    const name = Object.getPrototypeOf(value)?.constructor?.name
-    return name ? `a ${name}` : 'an object'
-  }
-  return `a ${typeof value}`
 }
 
 /**
@@ -118,6 +107,10 @@ class ContextBudget {
       throw new InvalidArgumentError('ContextBudget needs { window, maxOutputTokens } or { model }')
     }
     const checked = checkedOptions(options, BUDGET_OPTIONS, 'ContextBudget')
+    for (const [key, value] of Object.entries(checked)) {
+      if (key !== 'model') numberArg(value, `ContextBudget: ${key}`)
+      else if (typeof value !== 'string') throw new InvalidArgumentError(`ContextBudget: model must be a string, got ${kindOf(value)}`)
+    }
     this.#native = callNative(() => new native.ContextBudget(checked))
   }
 
@@ -141,9 +134,11 @@ class ContextBudget {
   }
   /** 'ok' | 'warning' | 'auto_compact' | 'blocking' */
   state(tokens) {
+    numberArg(tokens, 'tokens')
     return callNative(() => this.#native.state(tokens))
   }
   percentLeft(tokens) {
+    numberArg(tokens, 'tokens')
     return callNative(() => this.#native.percentLeft(tokens))
   }
 }
@@ -182,6 +177,7 @@ class ContextTracker {
     callNative(() => this.#native.replaceMessagesJson(toJson(messages, 'replaceMessages: the messages')))
   }
   truncate(length) {
+    numberArg(length, 'length')
     callNative(() => this.#native.truncate(length))
   }
   get length() {
@@ -190,12 +186,14 @@ class ContextTracker {
   /** Records a response's usage covering the first `covered` messages (default: all). */
   recordUsage(usage, covered) {
     if (usage === null || typeof usage !== 'object') throw new InvalidArgumentError('usage must be an object')
+    if (covered !== undefined && covered !== null) numberArg(covered, 'covered')
     callNative(() => this.#native.recordUsageJson(toJson(usage, 'recordUsage: the usage', nonFiniteAsText), covered))
   }
   get correction() {
     return this.#native.correction
   }
   set correction(value) {
+    numberArg(value, 'the correction factor')
     callNative(() => {
       this.#native.correction = value
     })

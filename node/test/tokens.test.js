@@ -485,3 +485,30 @@ test('estimateTokens and TextEstimator.feed take a Uint8Array of another realm (
   assert.throws(() => estimateTokens(vm.runInNewContext('new Uint16Array(4)')), InvalidArgumentError)
   assert.throws(() => new TextEstimator().feed(vm.runInNewContext('new Int8Array(4)')), InvalidArgumentError)
 })
+
+test('a number argument of another type is refused naming the argument, as ToolExecutor, Client and Agent options are', () => {
+  // These crossed to napi as they were and failed in its conversion: "Failed to convert napi
+  // value String into rust type `f64`", naming neither the argument nor the call.
+  const { SseParser } = require('../lib/index.js')
+  const budget = new ContextBudget({ model: 'claude-sonnet-4-5' })
+  const tracker = new ContextTracker()
+  tracker.pushMessage({ role: 'user', content: 'hi' })
+  const cases = [
+    [() => budget.state('100'), /^tokens must be a number, got a string$/],
+    [() => budget.state(), /^tokens must be a number, got undefined$/],
+    [() => budget.percentLeft(10n), /^tokens must be a number, got a bigint$/],
+    [() => tracker.truncate('1'), /^length must be a number, got a string$/],
+    [() => { tracker.correction = '2' }, /^the correction factor must be a number, got a string$/],
+    [() => tracker.recordUsage({ input_tokens: 5 }, '1'), /^covered must be a number, got a string$/],
+    [() => new ContextBudget({ window: '200000', maxOutputTokens: 8000 }), /^ContextBudget: window must be a number, got a string$/],
+    [() => new ContextBudget({ model: 'claude-sonnet-4-5', autocompactPercent: '80' }), /^ContextBudget: autocompactPercent must be a number, got a string$/],
+    [() => new ContextBudget({ model: 42 }), /^ContextBudget: model must be a string, got a number$/],
+    [() => new SseParser({ maxEventBytes: '1024' }), /^SseParser: maxEventBytes must be a number, got a string$/],
+  ]
+  for (const [call, message] of cases) {
+    assert.throws(call, (err) => err instanceof InvalidArgumentError && message.test(err.message), String(message))
+  }
+  // The tracker is unchanged by the refused calls.
+  assert.equal(tracker.length, 1)
+  assert.equal(tracker.correction, 1)
+})
