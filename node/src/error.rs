@@ -191,6 +191,38 @@ pub fn invalid_json(what: &str, err: &serde_json::Error) -> FerroloopError {
     }
 }
 
+/// A number as JavaScript writes it (`Number.prototype.toString`), for quoting the value a
+/// caller gave in a message: `Infinity`, not Rust's `inf`; `1e+300`, not its 301 digits;
+/// `1e-7`, not `0.0000001`. Rust's shortest round-trip digits are JavaScript's.
+pub(crate) struct JsNumber(pub f64);
+
+impl fmt::Display for JsNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = self.0;
+        if value.is_nan() {
+            return f.write_str("NaN");
+        }
+        if value.is_infinite() {
+            return f.write_str(if value > 0.0 { "Infinity" } else { "-Infinity" });
+        }
+        if value == 0.0 {
+            // -0 too, as JavaScript writes it.
+            return f.write_str("0");
+        }
+        let magnitude = value.abs();
+        if (1e-6..1e21).contains(&magnitude) {
+            return write!(f, "{value}");
+        }
+        let text = format!("{value:e}");
+        match text.split_once('e') {
+            Some((mantissa, exponent)) if !exponent.starts_with('-') => {
+                write!(f, "{mantissa}e+{exponent}")
+            }
+            _ => f.write_str(&text),
+        }
+    }
+}
+
 impl fmt::Display for FerroloopError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.code, self.message)

@@ -38,7 +38,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::{Value, json};
 
-use crate::error::{FerroloopError, invalid_json};
+use crate::error::{FerroloopError, JsNumber, invalid_json};
 use crate::guard;
 use crate::joined::Parts;
 use crate::js_tools::{JsToolQueues, ReplyContent, progress_datum, read_json, unreadable_result};
@@ -74,8 +74,9 @@ pub(crate) fn small_count(value: f64, min: u32, what: &str) -> Result<u32, Ferro
         Ok(value as u32)
     } else {
         Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a whole number from {min} to {}, got {value}",
-            u32::MAX
+            "{what} must be a whole number from {min} to {}, got {}",
+            u32::MAX,
+            JsNumber(value)
         )))
     }
 }
@@ -90,7 +91,8 @@ pub(crate) fn whole(value: f64, what: &str) -> Result<u64, FerroloopError> {
         Ok(value as u64)
     } else {
         Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative integer below 2^64, got {value}"
+            "{what} must be a non-negative integer below 2^64, got {}",
+            JsNumber(value)
         )))
     }
 }
@@ -112,7 +114,8 @@ pub(crate) fn saturating_count(value: f64, what: &str) -> Result<usize, Ferroloo
         Ok(value as usize)
     } else {
         Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative integer (more than there are counts as all), got {value}"
+            "{what} must be a non-negative integer (more than there are counts as all), got {}",
+            JsNumber(value)
         )))
     }
 }
@@ -124,7 +127,8 @@ pub(crate) fn count_or_infinity(value: f64, what: &str) -> Result<Option<usize>,
     } else {
         whole_usize(value, what).map(Some).map_err(|_| {
             FerroloopError::invalid_argument(format!(
-                "{what} must be a non-negative integer below 2^64 or Infinity, got {value}"
+                "{what} must be a non-negative integer below 2^64 or Infinity, got {}",
+                JsNumber(value)
             ))
         })
     }
@@ -161,8 +165,9 @@ pub struct ToolSpec {
 pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
     let invalid = || {
         FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative number of milliseconds (at most {:e}), got {value}",
-            Duration::MAX.as_secs_f64() * 1000.0
+            "{what} must be a non-negative number of milliseconds (at most {}), got {}",
+            JsNumber(Duration::MAX.as_secs_f64() * 1000.0),
+            JsNumber(value)
         ))
     };
     if !(value.is_finite() && value >= 0.0) {
@@ -184,8 +189,9 @@ pub(crate) fn timeout_millis(value: f64, what: &str) -> Result<Duration, Ferrolo
             ""
         };
         return Err(FerroloopError::invalid_argument(format!(
-            "{what} must be above 0 milliseconds, got {value}{rounded}: nothing could finish \
-             within it (leave it unset for the default; a very long timeout is none)"
+            "{what} must be above 0 milliseconds, got {}{rounded}: nothing could finish \
+             within it (leave it unset for the default; a very long timeout is none)",
+            JsNumber(value)
         )));
     }
     Ok(timeout)
@@ -209,8 +215,9 @@ pub(crate) fn tool_timeout_millis(value: f64, what: &str) -> Result<Duration, Fe
 /// The error of a tool timeout under 1 millisecond (0 included), as the user gave it.
 fn short_timeout(value: f64, what: &str) -> FerroloopError {
     FerroloopError::invalid_argument(format!(
-        "{what} must be at least 1 millisecond, got {value}: nothing could finish within it \
-         (leave it unset for the default; a very long timeout is none)"
+        "{what} must be at least 1 millisecond, got {}: nothing could finish within it \
+         (leave it unset for the default; a very long timeout is none)",
+        JsNumber(value)
     ))
 }
 

@@ -15,7 +15,7 @@ use napi::{Env, JsString};
 use napi_derive::napi;
 
 use crate::batch::{BatchText, Span, append, put_offsets, take_kept_offsets, writable};
-use crate::error::FerroloopError;
+use crate::error::{FerroloopError, JsNumber};
 use crate::exec::whole_usize;
 use crate::guard;
 
@@ -224,7 +224,8 @@ impl NativeSseParser {
                     // 0 would drop every event; past 2^64 was clamped to the largest size.
                     _ => {
                         return Err(FerroloopError::invalid_argument(format!(
-                            "maxEventBytes must be a positive integer below 2^64, got {n}"
+                            "maxEventBytes must be a positive integer below 2^64, got {}",
+                            JsNumber(n)
                         ))
                         .into());
                     }

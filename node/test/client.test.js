@@ -473,7 +473,7 @@ test('a timeout of 0 is an InvalidArgumentError naming it, like Python; a retry 
     // contradicting the value it shows.
     assert.throws(
       () => new Client({ fromEnv: false, timeouts: { [name]: 1e-9 } }),
-      (err) => err instanceof ferroloop.InvalidArgumentError && err.message.startsWith(`timeouts.${name} must be above 0 milliseconds, got 0.000000001, which is under a nanosecond:`),
+      (err) => err instanceof ferroloop.InvalidArgumentError && err.message.startsWith(`timeouts.${name} must be above 0 milliseconds, got 1e-9, which is under a nanosecond:`),
       name,
     )
   }

@@ -284,7 +284,7 @@ test('a timeout under 1 millisecond is refused saying "at least 1 millisecond", 
 
 test('every refused maxConcurrency names the same range, from 1', () => {
   // 0 said "from 1 to 4294967295" but -1, 1.5 and Infinity "from 0 to 4294967295".
-  for (const [n, shown] of [[0, '0'], [-1, '-1'], [1.5, '1.5'], [Infinity, 'inf'], [1e12, '1000000000000']]) {
+  for (const [n, shown] of [[0, '0'], [-1, '-1'], [1.5, '1.5'], [Infinity, 'Infinity'], [1e12, '1000000000000']]) {
     assert.throws(() => new ToolExecutor({ maxConcurrency: n }), (err) =>
       err instanceof InvalidArgumentError &&
       err.message === `maxConcurrency must be a whole number from 1 to ${2 ** 32 - 1}, got ${shown}`, `maxConcurrency ${n}`)
@@ -676,4 +676,23 @@ test('a malformed tool use is refused naming its position and what it lacks', as
   await refused([{ id: 'a', name: 5 }], 'tool use 0 needs a string `id` and `name` (and may have an `input`): `name` is no string')
   await refused(['x'], 'tool use 0 needs a string `id` and `name` (and may have an `input`): it is no object')
   assert.equal((await ex.run([{ id: 'a', name: 't' }]))[0].content, 'ok')
+})
+
+test('a refused number is quoted as JavaScript writes it: Infinity, not inf; 1e+300, not 300 digits', () => {
+  // The messages showed Rust's rendering of the value given: `timeoutMs: Infinity` was "got
+  // inf", `maxConcurrency: 1e300` a 301-digit number.
+  const { ContextBudget, SseParser, Agent, Client } = require('../lib/index.js')
+  const refused = (call, text) =>
+    assert.throws(call, (err) => err instanceof InvalidArgumentError && err.message.endsWith(text) || assert.fail(`${err.message} does not end with ${text}`))
+  refused(() => new ToolExecutor({ maxConcurrency: Infinity }), 'got Infinity')
+  refused(() => new ToolExecutor({ maxConcurrency: 1e300 }), 'got 1e+300')
+  refused(() => new ToolExecutor({ maxConcurrency: -Infinity }), 'got -Infinity')
+  refused(() => new ToolExecutor({ defaultMaxResultChars: 2 ** 70 }), 'got 1.1805916207174113e+21')
+  refused(() => new ToolExecutor().tool({ name: 't', timeoutMs: Infinity }, () => 'x'), 'got Infinity')
+  assert.throws(() => new ToolExecutor({ cleanupGraceMs: 1e300 }), (err) => /at most 1\.8446744073709552e\+22\), got 1e\+300$/.test(err.message))
+  refused(() => new ToolExecutor().tool({ name: 't', timeoutMs: 1e-7 }, () => 'x'), 'got 1e-7: nothing could finish within it (leave it unset for the default; a very long timeout is none)')
+  refused(() => new SseParser({ maxEventBytes: Infinity }), 'got Infinity')
+  refused(() => new ContextBudget({ model: 'm', warningBuffer: -Infinity }), 'got -Infinity')
+  refused(() => new ContextBudget({ model: 'm' }).state(Infinity), 'got Infinity')
+  refused(() => new Agent(new Client({ apiKey: 'k', fromEnv: false }), { model: 'm', maxTurns: Infinity }), 'got Infinity')
 })
