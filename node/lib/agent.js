@@ -4,7 +4,7 @@
 // are announced through an unref'd wake function and answered like the executor's.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, providerJson, optionalNumber, optionalBoolean, optionalString, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, providerJson, optionalNumber, optionalBoolean, optionalString, optionalPath, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { Client, ItemSource } = require('./client.js')
 const { onAbort, checkSignal } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
@@ -256,7 +256,7 @@ class Agent {
       promptCaching: optionalBoolean(options.promptCaching, 'promptCaching'),
       tokenizer: optionalString(options.tokenizer, 'tokenizer'),
       extraJson: extraJson(options.extra),
-      workspace: optionalString(options.workspace, 'workspace'),
+      workspace: optionalPath(options.workspace, 'workspace'),
       fallbackModel: optionalString(options.fallbackModel, 'fallbackModel'),
       fallbackAfter529Retries: optionalNumber(options.fallbackAfter529Retries, 'fallbackAfter529Retries'),
     }

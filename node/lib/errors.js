@@ -206,6 +206,24 @@ function optionalBoolean(value, what) {
   return value
 }
 
+/**
+ * A directory option (`workspace`, `spillDir`) that is `undefined` or `null` (not given), else
+ * a path: a string, or a `file:` URL (`new URL('./sandbox/', import.meta.url)`), which Node's
+ * fs takes as a path and Python's `pathlib.Path` is the counterpart of. Anything else is an
+ * InvalidArgumentError naming `what`.
+ */
+function optionalPath(value, what) {
+  if (value === undefined || value === null || typeof value === 'string') return value ?? undefined
+  if (value instanceof URL && value.protocol === 'file:') {
+    try {
+      return require('node:url').fileURLToPath(value)
+    } catch (err) {
+      throw new InvalidArgumentError(`${what}: ${err.message}`, { cause: err })
+    }
+  }
+  throw new InvalidArgumentError(`${what} must be a string or a file: URL (a directory path)`)
+}
+
 /** An option that is `undefined` or `null` (not given), else a string, naming `what`. */
 function optionalString(value, what) {
   if (value === undefined || value === null) return undefined
@@ -322,6 +340,7 @@ module.exports = {
   kindOf,
   optionalBoolean,
   optionalString,
+  optionalPath,
   isPlainObject,
   wellFormed,
   callOptions,

@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, callNative, toJson, collectionsReplacer, checkedOptions, wellFormed, optionalNumber, optionalBoolean } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, callNative, toJson, collectionsReplacer, checkedOptions, wellFormed, optionalNumber, optionalBoolean, optionalPath } = require('./errors.js')
 const { onAbort, checkSignal } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
@@ -854,17 +854,15 @@ class ToolExecutor {
   /** @param {import('./index').ToolExecutorOptions} [options] */
   constructor(given) {
     const options = checkedOptions(given, EXECUTOR_OPTIONS, 'ToolExecutor')
-    if (options.spillDir !== undefined && typeof options.spillDir !== 'string') {
-      // String() made any value a directory name (`{}` spilled into `./[object Object]`).
-      throw new InvalidArgumentError('ToolExecutor: spillDir must be a string (a directory path)')
-    }
+    // String() made any value a directory name (`{}` spilled into `./[object Object]`).
+    const spillDir = optionalPath(options.spillDir, 'ToolExecutor: spillDir')
     this.#options = {
       maxConcurrency: optionalNumber(options.maxConcurrency, 'maxConcurrency'),
       defaultTimeoutMs: optionalNumber(options.defaultTimeoutMs, 'defaultTimeoutMs'),
       cleanupGraceMs: optionalNumber(options.cleanupGraceMs, 'cleanupGraceMs'),
       defaultMaxResultChars: optionalNumber(options.defaultMaxResultChars, 'defaultMaxResultChars'),
       turnBudgetChars: optionalNumber(options.turnBudgetChars, 'turnBudgetChars'),
-      spillDir: options.spillDir,
+      spillDir,
     }
     // Validate now rather than at the first run.
     callNative(() => new native.ToolExecutor(this.#options, []))

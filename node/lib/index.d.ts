@@ -457,9 +457,10 @@ export interface ToolExecutorOptions {
   turnBudgetChars?: number | null
   /**
    * Directory for spill files of oversized results (default: `ferroloop-tool-results` in the OS
-   * temp dir). Another type than a string, or the empty string, is an `InvalidArgumentError`.
+   * temp dir): a path or a `file:` URL. Another type, or the empty string, is an
+   * `InvalidArgumentError`.
    */
-  spillDir?: string | null
+  spillDir?: string | URL | null
 }
 
 /** Final status of one call. */
@@ -1038,8 +1039,12 @@ export interface AgentOptions {
   system?: string | null
   /** JS tools (a ToolExecutor) and/or built-in tool names. */
   tools?: ToolExecutor | BuiltinToolName | ReadonlyArray<ToolExecutor | BuiltinToolName> | null
-  /** The directory the built-in tools are confined to (default: the current directory). */
-  workspace?: string | null
+  /**
+   * The directory the built-in tools are confined to (default: the current directory): a path,
+   * or a `file:` URL (`new URL('./sandbox/', import.meta.url)`), as Node's fs and Python's
+   * `pathlib.Path` take.
+   */
+  workspace?: string | URL | null
   /**
    * Turns at most (default 50; 0: none, the run stops at once with `max_turns`). A request sent
    * again for the same turn (a fallback model, a retried truncated stream, a raised `maxTokens`,

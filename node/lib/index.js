@@ -50,6 +50,7 @@ delete module.exports.numberArg
 delete module.exports.kindOf
 delete module.exports.optionalBoolean
 delete module.exports.optionalString
+delete module.exports.optionalPath
 delete module.exports.isPlainObject
 delete module.exports.callOptions
 delete module.exports.checkKeys

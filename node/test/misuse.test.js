@@ -696,3 +696,30 @@ test('a refused number is quoted as JavaScript writes it: Infinity, not inf; 1e+
   refused(() => new ContextBudget({ model: 'm' }).state(Infinity), 'got Infinity')
   refused(() => new Agent(new Client({ apiKey: 'k', fromEnv: false }), { model: 'm', maxTurns: Infinity }), 'got Infinity')
 })
+
+test('workspace and spillDir take a file: URL, as Node\'s fs does and as Python takes a pathlib.Path', async () => {
+  // `new URL('./sandbox/', import.meta.url)`, the ESM way to name a directory, was refused as
+  // "must be a string"; Python's Agent(workspace=Path(...)) is taken.
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const path = require('node:path')
+  const { pathToFileURL } = require('node:url')
+  const { Agent, Client } = require('../lib/index.js')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ferroloop-url-'))
+  try {
+    fs.writeFileSync(path.join(dir, 'note.txt'), 'in the workspace\n')
+    const spill = path.join(dir, 'spill')
+    const ex = new ToolExecutor({ spillDir: pathToFileURL(spill), defaultMaxResultChars: 10 }).tool({ name: 'big' }, () => 'x'.repeat(100))
+    const [result] = await ex.run([use('t', 'big')])
+    assert.ok(result.content.includes(spill), result.content)
+    const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9', fromEnv: false })
+    new Agent(client, { model: 'm', tools: ['read'], workspace: pathToFileURL(dir) })
+    new Agent(client, { model: 'm', tools: ['read'], workspace: pathToFileURL(dir + '/') })
+    for (const bad of [new URL('https://example.com/dir'), 42]) {
+      assert.throws(() => new Agent(client, { model: 'm', workspace: bad }), (err) => err instanceof InvalidArgumentError && /workspace must be a string or a file: URL/.test(err.message))
+      assert.throws(() => new ToolExecutor({ spillDir: bad }), (err) => err instanceof InvalidArgumentError && /spillDir must be a string or a file: URL/.test(err.message))
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
