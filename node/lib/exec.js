@@ -582,7 +582,9 @@ class Turn {
    * else it is copied).
    */
   _submitAll(toolUses, owned) {
-    toolUses.forEach((use, i) => {
+    // By index, not forEach: forEach skips an array's holes, which the encoding then read.
+    for (let i = 0; i < toolUses.length; i++) {
+      const use = toolUses[i]
       if (!isObject(use) || typeof use.id !== 'string' || typeof use.name !== 'string') {
         // Which entry, and what it lacks: `input` is optional (a call without one runs with {}).
         if (Array.isArray(use)) {
@@ -592,7 +594,7 @@ class Turn {
         const field = !isObject(use) ? 'it is no object' : typeof use.id !== 'string' ? '`id` is no string' : '`name` is no string'
         throw new InvalidArgumentError(`tool use ${i} needs a string \`id\` and \`name\` (and may have an \`input\`): ${field}`)
       }
-    })
+    }
     const safeties = []
     let encoded
     try {

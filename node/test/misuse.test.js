@@ -678,6 +678,19 @@ test('a malformed tool use is refused naming its position and what it lacks', as
   assert.equal((await ex.run([{ id: 'a', name: 't' }]))[0].content, 'ok')
 })
 
+test('run() given an array with a hole refuses it naming its position, not with a bare TypeError', async () => {
+  // Uses collected by content block index (\`uses[event.index] = ...\`, a text block first)
+  // leave a hole at 0: forEach skipped it in the check, and the encoding then read
+  // \`undefined.input\` ("TypeError: Cannot read properties of undefined").
+  const ex = new ToolExecutor().tool({ name: 't' }, async () => 'ok')
+  const uses = []
+  uses[1] = { id: 'b', name: 't' }
+  await assert.rejects(ex.run(uses), (err) => err instanceof InvalidArgumentError && err.message === 'tool use 0 needs a string `id` and `name` (and may have an `input`): it is no object')
+  const turn = ex.turn()
+  assert.throws(() => turn.submit(...uses), InvalidArgumentError)
+  turn.seal()
+})
+
 test('a refused number is quoted as JavaScript writes it: Infinity, not inf; 1e+300, not 300 digits', () => {
   // The messages showed Rust's rendering of the value given: `timeoutMs: Infinity` was "got
   // inf", `maxConcurrency: 1e300` a 301-digit number.
