@@ -8,7 +8,9 @@ class FerroloopError extends Error {
    * @param {string} message
    * @param {{ code?: string | null, status?: number | null, requestId?: string | null, cause?: unknown }} [options]
    */
-  constructor(message, options = {}) {
+  constructor(message, given) {
+    // null is no options, as `new Error(message, null)` takes it.
+    const options = given ?? {}
     super(message, options.cause === undefined ? undefined : { cause: options.cause })
     this.name = new.target.name
     // A subclass's code is its own (index.d.ts: "Always"): a `code` option naming another

@@ -45,7 +45,7 @@ export type FerroloopErrorCode =
 
 /** Base class of every error ferroloop throws. */
 export declare class FerroloopError extends Error {
-  constructor(message: string, options?: FerroloopErrorOptions)
+  constructor(message: string, options?: FerroloopErrorOptions | null)
   /** Stable, machine-readable code (Python's `err.code`, the same strings). */
   readonly code: FerroloopErrorCode | (string & {})
   /** HTTP status, for errors that came from a provider response; otherwise null. */

@@ -64,3 +64,11 @@ test('every code has a subclass with a stable code', () => {
     assert.equal(err.requestId, 'r')
   }
 })
+
+test('an error constructed with null options is one without options, as new Error(message, null) is', () => {
+  // `options = {}` defaulted only undefined: null threw "Cannot read properties of null".
+  for (const Cls of [FerroloopError, RateLimitedError]) {
+    const err = new Cls('slow down', null)
+    assert.deepEqual([err.message, err.code, err.status, err.requestId, 'cause' in err], ['slow down', Cls === FerroloopError ? 'internal' : 'rate_limited', null, null, false])
+  }
+})
