@@ -736,3 +736,16 @@ test('workspace and spillDir take a file: URL, as Node\'s fs does and as Python 
     fs.rmSync(dir, { recursive: true, force: true })
   }
 })
+
+test('a header value that cannot be sent is refused naming its header, not as "bad extra header"', () => {
+  // Which of the headers was wrong went unsaid; the value itself may be a secret and is not shown.
+  const { Client } = require('../lib/index.js')
+  assert.throws(
+    () => new Client({ apiKey: 'k', fromEnv: false, headers: { 'x-team': 'ok', 'x-secret-token': 'abc\n' } }),
+    (err) => err instanceof InvalidArgumentError && /header "x-secret-token"/.test(err.message) && /control character/.test(err.message) && !err.message.includes('abc'),
+  )
+  assert.throws(
+    () => new Client({ apiKey: 'k', fromEnv: false, anthropicVersion: '2023-06-01\n' }),
+    (err) => err instanceof InvalidArgumentError && /header "anthropic-version"/.test(err.message),
+  )
+})

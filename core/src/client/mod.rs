@@ -562,8 +562,15 @@ fn endpoint(config: &ClientConfig, path: &str) -> Result<Uri, ClientError> {
 }
 
 fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
-    let value = |text: &str, what: &str| {
-        HeaderValue::from_str(text).map_err(|_| ClientError::Config(format!("bad {what} header")))
+    // Names the header, never the value (it may be a token): "bad extra header" left a caller
+    // with several headers guessing which one.
+    let value = |text: &str, name: &str| {
+        HeaderValue::from_str(text).map_err(|_| {
+            ClientError::Config(format!(
+                "the value of header {name:?} cannot be sent: it contains a control character \
+                 (a trailing newline?) or a non-ASCII one"
+            ))
+        })
     };
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -610,7 +617,7 @@ fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
     for (name, text) in &config.headers {
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| ClientError::Config(format!("bad header name {name:?}")))?;
-        let value = value(text, "extra")?;
+        let value = value(text, name.as_str())?;
         if !given.contains(&name) {
             headers.remove(&name);
             given.push(name.clone());
