@@ -108,6 +108,8 @@ class ContextBudget {
     }
     const checked = checkedOptions(options, BUDGET_OPTIONS, 'ContextBudget')
     for (const [key, value] of Object.entries(checked)) {
+      // undefined, as null, is an option not given.
+      if (value === undefined) continue
       if (key !== 'model') numberArg(value, `ContextBudget: ${key}`)
       else if (typeof value !== 'string') throw new InvalidArgumentError(`ContextBudget: model must be a string, got ${kindOf(value)}`)
     }
