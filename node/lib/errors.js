@@ -137,11 +137,7 @@ function wellFormed(text) {
  */
 function toJson(value, what, replacer) {
   try {
-    const json = JSON.stringify(value, replacer)
-    // A Set and a Map are both written `{}` (as an empty object is): only then is the value
-    // written again, its collections seen, so a value without one is written once.
-    if (json === undefined || !json.includes('{}')) return json
-    return JSON.stringify(value, replacer === undefined ? collectionsReplacer : withCollections(replacer))
+    return stringify(value, replacer)
   } catch (err) {
     let reason
     try {
@@ -151,6 +147,18 @@ function toJson(value, what, replacer) {
     }
     throw new InvalidArgumentError(`${what} cannot be sent as JSON: ${reason}`, { cause: err })
   }
+}
+
+/**
+ * `JSON.stringify(value, replacer)` with collections written as {@link collectionsReplacer}
+ * writes them; throws what JSON.stringify throws (and the TypeError refusing a Map). A Set and
+ * a Map are both written `{}` (as an empty object is): only then is the value written again,
+ * its collections seen, so a large value without one is written once, at full speed.
+ */
+function stringify(value, replacer) {
+  const json = JSON.stringify(value, replacer)
+  if (json === undefined || !json.includes('{}')) return json
+  return JSON.stringify(value, replacer === undefined ? collectionsReplacer : withCollections(replacer))
 }
 
 /**
@@ -335,7 +343,7 @@ module.exports = {
   fromErrorItem,
   callNative,
   toJson,
-  collectionsReplacer,
+  stringify,
   providerJson,
   optionalNumber,
   numberArg,

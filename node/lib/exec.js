@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, callNative, toJson, collectionsReplacer, checkedOptions, wellFormed, optionalNumber, optionalBoolean, optionalPath } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, callNative, toJson, stringify, checkedOptions, wellFormed, optionalNumber, optionalBoolean, optionalPath } = require('./errors.js')
 const { onAbort, checkSignal } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
@@ -51,21 +51,12 @@ function isPlainObject(input) {
 /** Thrown by a turn's `#encode`: some input of the batch cannot be sent as JSON. */
 class UnsendableInput extends Error {}
 
-/**
- * The JSON text of tool inputs: a Set written as the array of its items (as Python sends a
- * set), a Map refused (a TypeError), where JSON.stringify wrote both `{}` and a schema refused
- * the input, or validated an empty object. Written again through the replacer only when the
- * text holds a `{}`.
- */
-function inputsJson(value) {
-  const json = JSON.stringify(value)
-  return json !== undefined && json.includes('{}') ? JSON.stringify(value, collectionsReplacer) : json
-}
-
 /** Why `input` cannot be sent as JSON (undefined when it can). Never throws. */
 function unsendableReason(input) {
   try {
-    inputsJson(input)
+    // A Set crosses as an array (as Python sends a set), a Map is refused: JSON.stringify wrote
+    // both `{}`, and a schema refused the input, or validated an empty object.
+    stringify(input)
     return undefined
   } catch (err) {
     try {
@@ -681,7 +672,7 @@ class Turn {
     let json = ''
     if (extra.length > 0) {
       try {
-        json = inputsJson(extra)
+        json = stringify(extra)
       } catch {
         throw new UnsendableInput()
       }

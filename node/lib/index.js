@@ -43,7 +43,7 @@ module.exports = {
 delete module.exports.callNative
 delete module.exports.fromErrorItem
 delete module.exports.toJson
-delete module.exports.collectionsReplacer
+delete module.exports.stringify
 delete module.exports.providerJson
 delete module.exports.optionalNumber
 delete module.exports.numberArg

@@ -5,7 +5,7 @@
 // error, becomes a ToolReply the executor turns into a `tool_result` block.
 
 const { AsyncResource } = require('node:async_hooks')
-const { AbortError, TimeoutError, InvalidArgumentError, toJson, collectionsReplacer } = require('./errors.js')
+const { AbortError, TimeoutError, InvalidArgumentError, toJson, stringify } = require('./errors.js')
 
 /**
  * The input of a submitted `tool_use` block: `{}` when it has none, the core's rule
@@ -92,10 +92,7 @@ function isPlainObject(value) {
  */
 function resultJson(value) {
   try {
-    const json = JSON.stringify(value)
-    // Both collections are written `{}` (an empty object too): only then is the value written
-    // again through the replacer, so a large result without one is written once, at full speed.
-    return json !== undefined && json.includes('{}') ? JSON.stringify(value, collectionsReplacer) : json
+    return stringify(value)
   } catch (err) {
     throw new UnsendableResult(`the tool's result cannot be sent as JSON: ${causeText(err)}`)
   }
