@@ -368,8 +368,21 @@ function assertDetachedChunksRefused(make, what) {
   }
 }
 
+/**
+ * Asserts that `file` (a TypeScript file beside the tests) type-checks against the package's
+ * declarations under `tsc --noEmit --strict`, as an ES2022 NodeNext module.
+ */
+function assertTypeChecks(file) {
+  const pkgDir = path.resolve(__dirname, '..')
+  const tsc = path.join(pkgDir, 'node_modules', 'typescript', 'bin', 'tsc')
+  const args = [tsc, '--noEmit', '--strict', '--target', 'ES2022', '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', path.join(__dirname, file)]
+  const run = require('node:child_process').spawnSync(process.execPath, args, { cwd: pkgDir, encoding: 'utf8' })
+  assert.equal(run.status, 0, `tsc ${file}:\n${run.stdout}${run.stderr}`)
+}
+
 module.exports = {
   assertDetachedChunksRefused,
+  assertTypeChecks,
   repoRoot,
   fixturesDir,
   chunked,

@@ -4,17 +4,11 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { assertTypeChecks } = require('./helpers.js')
 const { ContextBudget, InvalidArgumentError } = require('..')
 
-const pkgDir = path.resolve(__dirname, '..')
-
 test('types-budget.ts type-checks under tsc --strict (limits or a model, not neither nor both)', () => {
-  const tsc = path.join(pkgDir, 'node_modules', 'typescript', 'bin', 'tsc')
-  const args = [tsc, '--noEmit', '--strict', '--target', 'ES2022', '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', path.join(__dirname, 'types-budget.ts')]
-  const run = spawnSync(process.execPath, args, { cwd: pkgDir, encoding: 'utf8' })
-  assert.equal(run.status, 0, `tsc:\n${run.stdout}${run.stderr}`)
+  assertTypeChecks('types-budget.ts')
 })
 
 test('the runtime refuses the option sets the types refuse, and takes the others', () => {

@@ -5,17 +5,11 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { assertTypeChecks } = require('./helpers.js')
 const { StreamDecoder, OverloadedError, StreamTruncatedError } = require('..')
 
-const pkgDir = path.resolve(__dirname, '..')
-
 test('types-errors.ts type-checks under tsc --strict (error detail fields declared on their classes)', () => {
-  const tsc = path.join(pkgDir, 'node_modules', 'typescript', 'bin', 'tsc')
-  const args = [tsc, '--noEmit', '--strict', '--target', 'ES2022', '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', path.join(__dirname, 'types-errors.ts')]
-  const run = spawnSync(process.execPath, args, { cwd: pkgDir, encoding: 'utf8' })
-  assert.equal(run.status, 0, `tsc:\n${run.stdout}${run.stderr}`)
+  assertTypeChecks('types-errors.ts')
 })
 
 test('a decoder\'s errors carry the declared fields', () => {

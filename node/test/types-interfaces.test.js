@@ -6,26 +6,11 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { assertTypeChecks } = require('./helpers.js')
 const ferroloop = require('..')
 
-const pkgDir = path.resolve(__dirname, '..')
-
 test('types-interfaces.ts type-checks under tsc --strict (interface-typed values, readonly arrays)', () => {
-  const tsc = path.join(pkgDir, 'node_modules', 'typescript', 'bin', 'tsc')
-  const args = [
-    tsc,
-    '--noEmit',
-    '--strict',
-    '--target', 'ES2022',
-    '--module', 'NodeNext',
-    '--moduleResolution', 'NodeNext',
-    '--types', 'node',
-    path.join(__dirname, 'types-interfaces.ts'),
-  ]
-  const run = spawnSync(process.execPath, args, { cwd: pkgDir, encoding: 'utf8' })
-  assert.equal(run.status, 0, `tsc:\n${run.stdout}${run.stderr}`)
+  assertTypeChecks('types-interfaces.ts')
 })
 
 test('the runtime takes the same values, frozen arrays included', async () => {

@@ -6,26 +6,11 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const path = require('node:path')
-const { spawnSync } = require('node:child_process')
+const { assertTypeChecks } = require('./helpers.js')
 const ferroloop = require('..')
 
-const pkgDir = path.resolve(__dirname, '..')
-
 test('types-null.ts type-checks under tsc --strict (null options are declared)', () => {
-  const tsc = path.join(pkgDir, 'node_modules', 'typescript', 'bin', 'tsc')
-  const args = [
-    tsc,
-    '--noEmit',
-    '--strict',
-    '--target', 'ES2022',
-    '--module', 'NodeNext',
-    '--moduleResolution', 'NodeNext',
-    '--types', 'node',
-    path.join(__dirname, 'types-null.ts'),
-  ]
-  const run = spawnSync(process.execPath, args, { cwd: pkgDir, encoding: 'utf8' })
-  assert.equal(run.status, 0, `tsc:\n${run.stdout}${run.stderr}`)
+  assertTypeChecks('types-null.ts')
 })
 
 test('the runtime takes the same nulls as absent', async () => {
