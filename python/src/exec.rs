@@ -223,8 +223,9 @@ fn output_of(value: Value) -> ToolOutput {
             let content = match map.remove("content") {
                 Some(Value::String(text)) => ToolResultContent::Text(text),
                 Some(Value::Array(blocks)) => ToolResultContent::Blocks(blocks),
+                // `{"content": None}` is nothing, as `None` is (Node's `{ content: null }` too).
+                Some(Value::Null) | None => ToolResultContent::Text(String::new()),
                 Some(other) => ToolResultContent::Text(other.to_string()),
-                None => ToolResultContent::Text(String::new()),
             };
             ToolOutput { content, is_error }
         }

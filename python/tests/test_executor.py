@@ -1222,6 +1222,20 @@ async def test_is_error_is_read_as_python_reads_a_condition() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_result_whose_content_is_none_is_empty_text_as_a_none_result_is() -> None:
+    # `{"content": None}` was sent as the text "null" where `None` itself is empty text, and
+    # Node sends `{ content: null }` as "" too.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool
+    async def answer(inp: dict[str, Any]) -> Any:
+        return {"content": None, "is_error": inp["flag"]}
+
+    results = await ex.run([use(0, "answer", flag=False), use(1, "answer", flag=True)])
+    assert [(r["content"], r["is_error"]) for r in results] == [("", False), ("", True)]
+
+
+@pytest.mark.asyncio
 async def test_an_input_that_cannot_be_sent_is_its_call_s_error_and_the_others_run() -> None:
     # One such input failed the whole run with a ValueError naming neither the call nor the
     # field, and no call ran; Node answers such a call in its place and runs the others.
