@@ -11,7 +11,9 @@ use std::borrow::Cow;
 use std::fmt;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple,
+};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
@@ -169,7 +171,11 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
         let mut map = Map::new();
         for (key, item) in dict.iter() {
             let Ok(key) = key.cast_exact::<PyString>() else {
-                return slow(obj, depth, mode);
+                if key.is_instance_of::<PyString>() {
+                    // A `str` subclass (a `StrEnum`): serde reads its text.
+                    return slow(obj, depth, mode);
+                }
+                return Err(non_str_key(&key));
             };
             let key = text_with(key, surrogates)
                 .map_err(|err| format!("a key is not valid text: {err}"))?;
@@ -212,7 +218,52 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
             .collect::<Result<_, _>>()
             .map(Value::Array);
     }
+    if obj.is_instance_of::<PyBytes>()
+        || obj.is_instance_of::<PyByteArray>()
+        || obj.is_instance_of::<PyMemoryView>()
+    {
+        // serde said "invalid type: byte array" for `bytes`, "'bytearray' object is not an
+        // instance of 'bytes'" for a `bytearray` (as if `bytes` were taken), and made a
+        // `memoryview` a list of its byte values.
+        let kind = obj
+            .get_type()
+            .name()
+            .map_or_else(|_| "bytes".to_owned(), |name| name.to_string());
+        return Err(format!(
+            "a {kind} value has no JSON form (decode it to a str, or write it as base64 text)"
+        ));
+    }
     slow(obj, depth, mode)
+}
+
+/// The error of a dict key that is no `str`: serde's said only "'int' object is not an
+/// instance of 'str'", naming neither the key nor that it was one. A key is refused rather than
+/// written as its text (as `json.dumps` writes `1` as `"1"`): `{1: .., "1": ..}` would then
+/// give one key twice, and a tool would get a different dict than it was given.
+fn non_str_key(key: &Bound<'_, PyAny>) -> String {
+    let kind = key
+        .get_type()
+        .name()
+        .map_or_else(|_| "object".to_owned(), |name| name.to_string());
+    let shown = key
+        .repr()
+        .map_or_else(|_| String::new(), |repr| repr.to_string());
+    key_error(&kind, Some(&shown))
+}
+
+/// The error of a dict key of type `kind`, shown as `shown` (its `repr`) when known.
+fn key_error(kind: &str, shown: Option<&str>) -> String {
+    let what = match shown {
+        Some(shown) if shown.chars().count() > 60 => {
+            format!(
+                "the {kind} {}...",
+                shown.chars().take(57).collect::<String>()
+            )
+        }
+        Some(shown) => format!("the {kind} {shown}"),
+        None => format!("a {kind}"),
+    };
+    format!("a dict key must be a str (JSON object keys are text), got {what}")
 }
 
 /// An `int` beyond 64 bits, to be counted: its nearest float, as a JSON parser reads the
@@ -330,6 +381,12 @@ impl<'de> Visitor<'de> for Nested {
         Ok(Value::Null)
     }
 
+    fn visit_bytes<E: de::Error>(self, _: &[u8]) -> Result<Value, E> {
+        Err(E::custom(
+            "a bytes value has no JSON form (decode it to a str, or write it as base64 text)",
+        ))
+    }
+
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
         deserializer.deserialize_any(self)
     }
@@ -350,11 +407,81 @@ impl<'de> Visitor<'de> for Nested {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let inner = self.inner()?;
         let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key_seed(Key)? {
             let value = map.next_value_seed(inner)?;
             object.insert(key, value);
         }
         Ok(Value::Object(object))
+    }
+}
+
+/// A dict key read through serde: a `str`, or the error naming what it is instead.
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<String, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = String;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a str key")
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<String, E> {
+        Ok(value.to_owned())
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<String, E> {
+        Ok(value)
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<String, E> {
+        Err(E::custom(key_error(
+            "bool",
+            Some(if value { "True" } else { "False" }),
+        )))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<String, E> {
+        Err(E::custom(key_error("int", Some(&value.to_string()))))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<String, E> {
+        Err(E::custom(key_error("int", Some(&value.to_string()))))
+    }
+
+    fn visit_i128<E: de::Error>(self, value: i128) -> Result<String, E> {
+        Err(E::custom(key_error("int", Some(&value.to_string()))))
+    }
+
+    fn visit_u128<E: de::Error>(self, value: u128) -> Result<String, E> {
+        Err(E::custom(key_error("int", Some(&value.to_string()))))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<String, E> {
+        Err(E::custom(key_error("float", Some(&format!("{value:?}")))))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<String, E> {
+        Err(E::custom(key_error("NoneType", Some("None"))))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<String, E> {
+        Err(E::custom(key_error("NoneType", Some("None"))))
+    }
+
+    fn visit_bytes<E: de::Error>(self, _: &[u8]) -> Result<String, E> {
+        Err(E::custom(key_error("bytes", None)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<String, A::Error> {
+        Err(de::Error::custom(key_error("tuple", None)))
     }
 }
 
