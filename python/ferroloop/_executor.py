@@ -204,10 +204,19 @@ class ToolExecutor:
         cleanup_grace: Optional[float] = None,
         turn_budget_chars: Optional[float] = _native.DEFAULT_TURN_BUDGET_CHARS,
     ) -> None:
+        spill_path: Optional[str] = None
+        if spill_dir is not None:
+            # As ``Agent``'s ``workspace``: bytes (or a path of bytes) said "'bytes' object is
+            # not an instance of 'str'", and an int "expected str, bytes or os.PathLike", naming
+            # neither the option nor that bytes are refused.
+            path = os.fspath(spill_dir) if isinstance(spill_dir, (str, os.PathLike)) else None
+            if not isinstance(path, str):
+                raise TypeError(f"spill_dir must be a str or a path of str, not {type(spill_dir).__name__}")
+            spill_path = path
         self._native = _native._Executor(
             max_concurrency,
             max_result_chars=max_result_chars,
-            spill_dir=os.fspath(spill_dir) if spill_dir is not None else None,
+            spill_dir=spill_path,
             default_timeout=default_timeout,
             cleanup_grace=cleanup_grace,
             turn_budget_chars=turn_budget_chars,

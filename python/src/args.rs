@@ -5,8 +5,9 @@
 //! `Python int too large to convert to C long`, and refuse 2**63 .. 2**64 - 1, which the `u64`
 //! counts hold (and Node takes).
 
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyFloat;
 
 /// `value` as a `T`, or a `ValueError` naming `name` when it is negative (an `OverflowError`
 /// when `T` cannot hold it).
@@ -43,7 +44,7 @@ pub(crate) fn saturating_count(name: &str, value: &Bound<'_, PyAny>) -> PyResult
             }
             return Ok(u64::MAX);
         }
-        Err(error) => return Err(error),
+        Err(error) => return Err(naming(name, "an int", value, error)),
     };
     if value < 0 {
         return non_negative(name, value);
@@ -54,4 +55,55 @@ pub(crate) fn saturating_count(name: &str, value: &Bound<'_, PyAny>) -> PyResult
 /// [`saturating_count`] as a `usize` (a message count or index).
 pub(crate) fn saturating_len(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
     saturating_count(name, value).map(|count| usize::try_from(count).unwrap_or(usize::MAX))
+}
+
+/// A `TypeError` naming the argument `name` and the type of `value`, in place of `error` when
+/// it is one: pyo3's extraction said only "'str' object cannot be interpreted as an integer"
+/// (the argument's name is in a note of the exception, which `str(error)` leaves out, and which
+/// Pythons before 3.11 do not have).
+fn naming(name: &str, what: &str, value: &Bound<'_, PyAny>, error: PyErr) -> PyErr {
+    if !error.is_instance_of::<PyTypeError>(value.py()) {
+        return error;
+    }
+    let kind = value
+        .get_type()
+        .name()
+        .map_or_else(|_| "object".to_owned(), |name| name.to_string());
+    PyTypeError::new_err(format!("{name} must be {what}, not {kind}"))
+}
+
+/// An `int` argument (anything with `__index__`, as pyo3 takes it): a `TypeError` naming it
+/// otherwise.
+pub(crate) fn int_arg(name: &str, value: &Bound<'_, PyAny>) -> PyResult<i128> {
+    value
+        .extract::<i128>()
+        .map_err(|error| naming(name, "an int", value, error))
+}
+
+/// [`int_arg`] for an optional argument (`None` is absent).
+pub(crate) fn int_arg_opt(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<i128>> {
+    value.map(|value| int_arg(name, value)).transpose()
+}
+
+/// A number argument (a `float`, an `int`, anything with `__float__`, as pyo3 takes it): a
+/// `TypeError` naming it otherwise ("must be real number, not str" named nothing).
+pub(crate) fn float_arg(name: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    value
+        .extract::<f64>()
+        .map_err(|error| naming(name, "a number", value, error))
+}
+
+/// [`float_arg`] for an optional argument (`None` is absent).
+pub(crate) fn float_arg_opt(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
+    value.map(|value| float_arg(name, value)).transpose()
+}
+
+/// A float as Python writes it (`repr`): `1e+300`, `1e-300`, `nan`, where Rust's `{}` wrote
+/// 301 digits for `1e300`, 300 zeros for `1e-300`, and `NaN`.
+pub(crate) fn float_text(value: f64) -> String {
+    Python::attach(|py| {
+        PyFloat::new(py, value)
+            .repr()
+            .map_or_else(|_| format!("{value:?}"), |repr| repr.to_string())
+    })
 }

@@ -20,7 +20,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::args::non_negative_opt;
+use crate::args::{float_arg_opt, float_text, int_arg_opt, non_negative_opt};
 use crate::bridge::{BridgeSlot, cached_bridge_for_running_loop, into_awaitable, py_to_value};
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::events::event_to_py;
@@ -34,8 +34,9 @@ const BATCH_MAX: usize = 512;
 
 /// Seconds (a float) as a duration.
 pub(crate) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value)
-        .map_err(|_| PyValueError::new_err(format!("invalid {name}: {value} seconds")))
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        PyValueError::new_err(format!("invalid {name}: {} seconds", float_text(value)))
+    })
 }
 
 /// Seconds (a float) as a client timeout: [`seconds`], and above 0. A zero timeout would fail
@@ -60,8 +61,9 @@ pub(crate) fn zero_timeout(name: &str, value: f64) -> PyErr {
         ""
     };
     PyValueError::new_err(format!(
-        "{name} must be above 0 seconds, got {value}{rounded}: nothing could finish within it \
-         (leave it unset for the default; a very long timeout is none)"
+        "{name} must be above 0 seconds, got {}{rounded}: nothing could finish within it \
+         (leave it unset for the default; a very long timeout is none)",
+        float_text(value)
     ))
 }
 
@@ -125,21 +127,29 @@ impl PyClient {
         provider: Option<&str>,
         api_key: Option<String>,
         base_url: Option<String>,
-        max_retries: Option<i128>,
-        retry_base_delay: Option<f64>,
-        retry_max_delay: Option<f64>,
-        timeout: Option<f64>,
-        connect_timeout: Option<f64>,
-        first_byte_timeout: Option<f64>,
-        first_event_timeout: Option<f64>,
-        idle_timeout: Option<f64>,
-        stall_notice: Option<f64>,
+        max_retries: Option<&Bound<'_, PyAny>>,
+        retry_base_delay: Option<&Bound<'_, PyAny>>,
+        retry_max_delay: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        first_byte_timeout: Option<&Bound<'_, PyAny>>,
+        first_event_timeout: Option<&Bound<'_, PyAny>>,
+        idle_timeout: Option<&Bound<'_, PyAny>>,
+        stall_notice: Option<&Bound<'_, PyAny>>,
         headers: Option<Vec<(String, String)>>,
         anthropic_beta: Option<Vec<String>>,
         from_env: Option<bool>,
         anthropic_version: Option<String>,
     ) -> PyResult<Self> {
         shield(py, "Client.__init__", || {
+            let retry_base_delay = float_arg_opt("retry_base_delay", retry_base_delay)?;
+            let retry_max_delay = float_arg_opt("retry_max_delay", retry_max_delay)?;
+            let timeout = float_arg_opt("timeout", timeout)?;
+            let connect_timeout = float_arg_opt("connect_timeout", connect_timeout)?;
+            let first_byte_timeout = float_arg_opt("first_byte_timeout", first_byte_timeout)?;
+            let first_event_timeout = float_arg_opt("first_event_timeout", first_event_timeout)?;
+            let idle_timeout = float_arg_opt("idle_timeout", idle_timeout)?;
+            let stall_notice = float_arg_opt("stall_notice", stall_notice)?;
             let provider = provider_of(provider)?;
             // None is the default (reading the environment), as Node's `fromEnv: null`.
             let mut config = if from_env.unwrap_or(true) {
@@ -153,7 +163,9 @@ impl PyClient {
             if let Some(url) = base_url {
                 config = config.with_base_url(url);
             }
-            if let Some(retries) = non_negative_opt("max_retries", max_retries)? {
+            if let Some(retries) =
+                non_negative_opt("max_retries", int_arg_opt("max_retries", max_retries)?)?
+            {
                 config.retry.max_retries = retries;
             }
             if let Some(delay) = retry_base_delay {

@@ -18,7 +18,7 @@ use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 use serde_json::{Value, json};
 
-use crate::args::non_negative;
+use crate::args::{float_arg_opt, float_text, int_arg, non_negative};
 use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
     into_awaitable, into_awaitable_keeping, py_to_value, py_to_value_nan_as_null,
@@ -384,14 +384,16 @@ impl PyExecutor {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        max_concurrency: i128,
+        #[pyo3(from_py_with = max_concurrency_arg)] max_concurrency: i128,
         max_result_chars: Option<&Bound<'_, PyAny>>,
         spill_dir: Option<std::path::PathBuf>,
-        default_timeout: Option<f64>,
-        cleanup_grace: Option<f64>,
+        default_timeout: Option<&Bound<'_, PyAny>>,
+        cleanup_grace: Option<&Bound<'_, PyAny>>,
         turn_budget_chars: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         shield(py, "ToolExecutor.__init__", || {
+            let default_timeout = float_arg_opt("default_timeout", default_timeout)?;
+            let cleanup_grace = float_arg_opt("cleanup_grace", cleanup_grace)?;
             let max_concurrency: usize = non_negative("max_concurrency", max_concurrency)?;
             let max_result_chars = max_result_chars
                 .map(|limit| result_limit("max_result_chars", limit))
@@ -454,13 +456,14 @@ impl PyExecutor {
         is_async: bool,
         takes_context: bool,
         concurrency_safe: &Bound<'_, PyAny>,
-        timeout: Option<f64>,
+        timeout: Option<&Bound<'_, PyAny>>,
         max_result_chars: Option<&Bound<'_, PyAny>>,
         schema: Option<&Bound<'_, PyAny>>,
         cancels_siblings_on_error: bool,
         description: Option<String>,
     ) -> PyResult<()> {
         shield(py, "ToolExecutor.register", || {
+            let timeout = float_arg_opt("timeout", timeout)?;
             let max_result_chars = max_result_chars
                 .map(|limit| result_limit("max_result_chars", limit))
                 .transpose()?;
@@ -655,6 +658,8 @@ impl PyTurn {
         shield(py, "Turn.submit", || {
             let CheckedToolUses { tool_uses, refused } = CheckedToolUses::of(
                 std::iter::once(Ok(tool_use.clone())).chain(more.iter().map(Ok)),
+                |at| format!("submit()'s tool_use {at}"),
+                " (submit several as submit(a, b), not a list)",
             )?;
             // The calls run in copies of the submitter's context.
             let context = CallerContext::current(py)?;
@@ -809,6 +814,12 @@ impl PyTurn {
     }
 }
 
+/// The `max_concurrency` argument: an `int`, or a `TypeError` naming it (pyo3's named only the
+/// type; a `from_py_with` keeps the default of 10 in the signature).
+fn max_concurrency_arg(value: &Bound<'_, PyAny>) -> PyResult<i128> {
+    int_arg("max_concurrency", value)
+}
+
 /// A result limit in characters: a non-negative `int`, or `math.inf` for none (`None` here;
 /// Node's `Infinity`).
 fn result_limit(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
@@ -818,7 +829,8 @@ fn result_limit(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Option<usize>>
             return Ok(None);
         }
         return Err(PyValueError::new_err(format!(
-            "{name} must be a non-negative int or math.inf, got {float}"
+            "{name} must be a non-negative int or math.inf, got {}",
+            float_text(float)
         )));
     }
     let chars: i128 = value.extract().map_err(|_| {
@@ -837,13 +849,47 @@ struct CheckedToolUses {
 }
 
 impl CheckedToolUses {
-    fn of<'py>(items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>) -> PyResult<Self> {
+    /// The `tool_use` dicts of `items`; an entry that is none names itself with `label` (its
+    /// position) and says what it is (`list_hint` added for a list): "a tool_use must be a dict with id, name and input" left
+    /// out which entry (a hole, `None`) and what was given (a list where one was expected).
+    fn of<'py>(
+        items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
+        label: impl Fn(usize) -> String,
+        list_hint: &str,
+    ) -> PyResult<Self> {
         let mut checked = CheckedToolUses {
             tool_uses: Vec::new(),
             refused: Vec::new(),
         };
         for (at, item) in items.enumerate() {
-            let (tool_use, refusal) = tool_use_checked(&item?)?;
+            let item = item?;
+            let (tool_use, refusal) = tool_use_checked(&item).map_err(|error| {
+                let py = item.py();
+                if item.cast::<PyDict>().is_err() {
+                    let kind = if item.is_none() {
+                        "None".to_owned()
+                    } else {
+                        item.get_type()
+                            .name()
+                            .map_or_else(|_| "object".to_owned(), |name| name.to_string())
+                    };
+                    let hint = if item.cast::<PyList>().is_ok() {
+                        list_hint
+                    } else {
+                        ""
+                    };
+                    return PyTypeError::new_err(format!(
+                        "{} must be a tool_use dict (id, name, input), not {kind}{hint}",
+                        label(at)
+                    ));
+                }
+                let kind = error.get_type(py);
+                let message = error
+                    .value(py)
+                    .str()
+                    .map_or_else(|_| String::new(), |text| text.to_string());
+                PyErr::from_type(kind, format!("{}: {message}", label(at)))
+            })?;
             if let Some(reason) = refusal {
                 checked.refused.push((at, reason));
             }
@@ -887,7 +933,7 @@ fn tool_use_checked(obj: &Bound<'_, PyAny>) -> PyResult<(ToolUse, Option<String>
 /// The `tool_uses` argument of `run`: the list of `tool_use` dicts the wrapper made (which
 /// refuses one dict given alone).
 fn tool_uses_of(obj: &Bound<'_, PyAny>) -> PyResult<CheckedToolUses> {
-    CheckedToolUses::of(obj.try_iter()?)
+    CheckedToolUses::of(obj.try_iter()?, |at| format!("tool_uses[{at}]"), "")
 }
 
 fn results_to_py(py: Python<'_>, results: &[ToolResult]) -> PyResult<Py<PyAny>> {

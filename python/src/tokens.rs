@@ -12,7 +12,10 @@ use pyo3::types::{
 };
 use serde_json::Value;
 
-use crate::args::{non_negative, non_negative_opt, saturating_count, saturating_len};
+use crate::args::{
+    float_arg, float_arg_opt, float_text, int_arg, int_arg_opt, non_negative, non_negative_opt,
+    saturating_count, saturating_len,
+};
 use crate::errors::{exclusive, shared, shield};
 use crate::sse::{chunk_bytes, detach_if_large};
 
@@ -127,7 +130,7 @@ fn usage_json(usage: &Bound<'_, PyAny>) -> PyResult<Value> {
             if let Ok(number) = item.cast::<PyFloat>()
                 && !number.value().is_finite()
             {
-                fields.insert(key, Value::String(number.value().to_string()));
+                fields.insert(key, Value::String(float_text(number.value())));
             } else if item.is_instance_of::<PyInt>()
                 && !item.is_instance_of::<PyBool>()
                 && item.extract::<u64>().is_err()
@@ -150,6 +153,23 @@ struct Overrides {
 }
 
 impl Overrides {
+    /// The settings as given, each of its type (a `TypeError` naming the one that is not).
+    fn of(
+        output_reserve_cap: Option<&Bound<'_, PyAny>>,
+        autocompact_buffer: Option<&Bound<'_, PyAny>>,
+        warning_buffer: Option<&Bound<'_, PyAny>>,
+        blocking_buffer: Option<&Bound<'_, PyAny>>,
+        autocompact_percent: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            output_reserve_cap: int_arg_opt("output_reserve_cap", output_reserve_cap)?,
+            autocompact_buffer: int_arg_opt("autocompact_buffer", autocompact_buffer)?,
+            warning_buffer: int_arg_opt("warning_buffer", warning_buffer)?,
+            blocking_buffer: int_arg_opt("blocking_buffer", blocking_buffer)?,
+            autocompact_percent: float_arg_opt("autocompact_percent", autocompact_percent)?,
+        })
+    }
+
     /// The settings given, as the core takes them; a negative one is a `ValueError`.
     fn checked(self) -> PyResult<BudgetOverrides> {
         Ok(BudgetOverrides {
@@ -183,24 +203,27 @@ impl PyContextBudget {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        window: i128,
-        max_output_tokens: i128,
-        output_reserve_cap: Option<i128>,
-        autocompact_buffer: Option<i128>,
-        warning_buffer: Option<i128>,
-        blocking_buffer: Option<i128>,
-        autocompact_percent: Option<f64>,
+        window: &Bound<'_, PyAny>,
+        max_output_tokens: &Bound<'_, PyAny>,
+        output_reserve_cap: Option<&Bound<'_, PyAny>>,
+        autocompact_buffer: Option<&Bound<'_, PyAny>>,
+        warning_buffer: Option<&Bound<'_, PyAny>>,
+        blocking_buffer: Option<&Bound<'_, PyAny>>,
+        autocompact_percent: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.__init__", || {
-            let window = non_negative("window", window)?;
-            let max_output_tokens = non_negative("max_output_tokens", max_output_tokens)?;
-            let overrides = Overrides {
+            let window = non_negative("window", int_arg("window", window)?)?;
+            let max_output_tokens = non_negative(
+                "max_output_tokens",
+                int_arg("max_output_tokens", max_output_tokens)?,
+            )?;
+            let overrides = Overrides::of(
                 output_reserve_cap,
                 autocompact_buffer,
                 warning_buffer,
                 blocking_buffer,
                 autocompact_percent,
-            }
+            )?
             .checked()?;
             let budget = ContextBudget::with_overrides(window, max_output_tokens, &overrides)
                 .map_err(budget_error)?;
@@ -217,20 +240,20 @@ impl PyContextBudget {
     fn for_model(
         py: Python<'_>,
         model: &str,
-        output_reserve_cap: Option<i128>,
-        autocompact_buffer: Option<i128>,
-        warning_buffer: Option<i128>,
-        blocking_buffer: Option<i128>,
-        autocompact_percent: Option<f64>,
+        output_reserve_cap: Option<&Bound<'_, PyAny>>,
+        autocompact_buffer: Option<&Bound<'_, PyAny>>,
+        warning_buffer: Option<&Bound<'_, PyAny>>,
+        blocking_buffer: Option<&Bound<'_, PyAny>>,
+        autocompact_percent: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.for_model", || {
-            let overrides = Overrides {
+            let overrides = Overrides::of(
                 output_reserve_cap,
                 autocompact_buffer,
                 warning_buffer,
                 blocking_buffer,
                 autocompact_percent,
-            }
+            )?
             .checked()?;
             let budget =
                 ContextBudget::for_model_with_overrides(model, &ModelTable::default(), &overrides)
@@ -439,13 +462,20 @@ impl PyContextTracker {
     /// Overrides the correction factor (e.g. restored from an earlier session with the same
     /// model); the core clamps it to its range. Not positive and finite: `ValueError`.
     #[setter]
-    fn set_correction(slf: &Bound<'_, Self>, correction: f64) -> PyResult<()> {
+    fn set_correction(slf: &Bound<'_, Self>, correction: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = slf.py();
         shield(py, "ContextTracker.correction", || {
+            let correction = float_arg("correction", correction)?;
             exclusive(slf, TRACKER)?
                 .tracker
                 .set_correction(correction)
-                .map_err(|error| PyValueError::new_err(error.to_string()))
+                .map_err(|error| {
+                    // The core's message writes the float as Rust does (`NaN`, 301 digits).
+                    PyValueError::new_err(format!(
+                        "the correction factor must be a positive number, got {}",
+                        float_text(error.0)
+                    ))
+                })
         })
     }
 

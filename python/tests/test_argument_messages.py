@@ -1,0 +1,138 @@
+"""What a refused argument's error says: a float as Python writes it (``1e+300``, ``nan``; it
+was written as Rust does, 301 digits for ``1e300``, ``NaN``), a path option of the wrong type
+naming the option, and an argument of the wrong type naming the argument (pyo3 puts the name
+in a note only, so ``str(error)`` said only "'str' object cannot be interpreted as an
+integer")."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+from typing import Any, Callable
+
+import pytest
+
+import ferroloop
+
+
+def client(**options: Any) -> ferroloop.Client:
+    return ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False, **options)
+
+
+def tracker_with_correction(value: Any) -> None:
+    tracker = ferroloop.ContextTracker()
+    tracker.correction = value
+
+
+FLOAT_OPTIONS: list[tuple[str, Callable[[Any], object]]] = [
+    ("timeout", lambda v: client(timeout=v)),
+    ("connect_timeout", lambda v: client(connect_timeout=v)),
+    ("default_timeout", lambda v: ferroloop.ToolExecutor(default_timeout=v)),
+    ("cleanup_grace", lambda v: ferroloop.ToolExecutor(cleanup_grace=v)),
+    ("max_result_chars", lambda v: ferroloop.ToolExecutor(max_result_chars=v)),
+    ("correction", tracker_with_correction),
+]
+
+
+@pytest.mark.parametrize("value", [1e300, -1e300, -1e20, math.nan, -2.5e-300], ids=repr)
+@pytest.mark.parametrize("name,make", FLOAT_OPTIONS, ids=[o[0] for o in FLOAT_OPTIONS])
+def test_a_refused_float_is_written_as_python_writes_it(name: str, make: Callable[[Any], object], value: float) -> None:
+    if name == "cleanup_grace" and value == -2.5e-300:
+        pytest.skip("rounds to a zero grace, which is allowed")
+    if name == "correction" and value == 1e300:
+        pytest.skip("a positive correction is clamped to the core's range, not refused")
+    with pytest.raises(ValueError) as raised:
+        make(value)
+    message = str(raised.value)
+    assert repr(value) in message, message
+    assert "000000" not in message and "NaN" not in message, message
+
+
+@pytest.mark.parametrize("name", ["timeout", "connect_timeout", "default_timeout"])
+def test_a_timeout_under_a_nanosecond_is_written_as_python_writes_it(name: str) -> None:
+    make = dict(FLOAT_OPTIONS)[name]
+    with pytest.raises(ValueError, match=r"got 1e-300, which is under a nanosecond"):
+        make(1e-300)
+
+
+def test_a_usage_count_of_nan_is_written_as_python_writes_it() -> None:
+    tracker = ferroloop.ContextTracker()
+    with pytest.raises(ValueError) as raised:
+        tracker.record_usage({"input_tokens": math.nan})
+    assert "nan" in str(raised.value) and "NaN" not in str(raised.value)
+
+
+class StrPath:
+    def __fspath__(self) -> str:
+        return "/tmp/ferroloop-spill-test"
+
+
+class BytesPath:
+    def __fspath__(self) -> bytes:
+        return b"/tmp/ferroloop-spill-test"
+
+
+def test_spill_dir_takes_a_str_or_a_path_and_names_itself_refusing_others() -> None:
+    ferroloop.ToolExecutor(spill_dir="/tmp/ferroloop-spill-test")
+    ferroloop.ToolExecutor(spill_dir=pathlib.Path("/tmp/ferroloop-spill-test"))
+    ferroloop.ToolExecutor(spill_dir=StrPath())
+    for value in [b"/tmp/x", BytesPath(), 5]:
+        with pytest.raises(TypeError, match=r"^spill_dir must be a str or a path of str, not (bytes|BytesPath|int)$"):
+            ferroloop.ToolExecutor(spill_dir=value)  # type: ignore[arg-type]
+
+
+def budget() -> ferroloop.ContextBudget:
+    return ferroloop.ContextBudget(window=1000, max_output_tokens=100)
+
+
+def make_agent(**options: Any) -> object:
+    return ferroloop.Agent(client(), model="m", **options)
+
+
+WRONG_TYPES: list[tuple[str, Callable[[], object]]] = [
+    ("window", lambda: ferroloop.ContextBudget(window="1000", max_output_tokens=100)),  # type: ignore[arg-type]
+    ("max_output_tokens", lambda: ferroloop.ContextBudget(window=1000, max_output_tokens=1.5)),  # type: ignore[arg-type]
+    ("warning_buffer", lambda: ferroloop.ContextBudget(window=1000, max_output_tokens=100, warning_buffer="5")),  # type: ignore[arg-type]
+    ("autocompact_percent", lambda: ferroloop.ContextBudget(window=1000, max_output_tokens=100, autocompact_percent="5")),  # type: ignore[arg-type]
+    ("tokens", lambda: budget().state("3")),  # type: ignore[arg-type]
+    ("tokens", lambda: budget().percent_left(None)),  # type: ignore[arg-type]
+    ("length", lambda: ferroloop.ContextTracker().truncate("3")),  # type: ignore[arg-type]
+    ("covered", lambda: ferroloop.ContextTracker().record_usage({"input_tokens": 1}, covered="3")),  # type: ignore[arg-type]
+    ("correction", lambda: tracker_with_correction("1.0")),
+    ("max_event_bytes", lambda: ferroloop.SseParser(max_event_bytes="5")),  # type: ignore[arg-type]
+    ("timeout", lambda: client(timeout="5")),
+    ("max_retries", lambda: client(max_retries="5")),
+    ("max_concurrency", lambda: ferroloop.ToolExecutor(max_concurrency="5")),  # type: ignore[arg-type]
+    ("default_timeout", lambda: ferroloop.ToolExecutor(default_timeout="5")),  # type: ignore[arg-type]
+    ("max_turns", lambda: make_agent(max_turns="3")),
+    ("max_tokens", lambda: make_agent(max_tokens="3")),
+]
+
+
+@pytest.mark.parametrize("name,call", WRONG_TYPES, ids=[w[0] for w in WRONG_TYPES])
+def test_an_argument_of_the_wrong_type_is_a_type_error_naming_it(name: str, call: Callable[[], object]) -> None:
+    with pytest.raises(TypeError) as raised:
+        call()
+    assert name in str(raised.value), str(raised.value)
+
+
+@pytest.mark.asyncio
+async def test_a_tool_use_list_with_a_hole_names_the_entry_and_what_it_is() -> None:
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(name="echo")
+    def echo(input: dict[str, Any]) -> str:
+        return "ok"
+
+    use = {"id": "a", "name": "echo", "input": {}}
+    with pytest.raises(TypeError, match=r"tool_uses\[1\] must be a tool_use dict \(id, name, input\), not None"):
+        await executor.run([use, None])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"tool_uses\[0\] must be a tool_use dict \(id, name, input\), not list"):
+        await executor.run([[use]])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r'tool_uses\[1\]: tool_use without "id"'):
+        await executor.run([use, {"name": "echo"}])
+    async with executor.turn() as turn:
+        with pytest.raises(TypeError, match=r"submit\(\)'s tool_use 0 must be a tool_use dict \(id, name, input\), not list \(submit several as submit\(a, b\), not a list\)"):
+            turn.submit([use])  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"submit\(\)'s tool_use 1 must be a tool_use dict \(id, name, input\), not None"):
+            turn.submit(use, None)  # type: ignore[arg-type]
