@@ -465,7 +465,10 @@ impl<'de> Visitor<'de> for Key {
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<String, E> {
-        Err(E::custom(key_error("float", Some(&format!("{value:?}")))))
+        Err(E::custom(key_error(
+            "float",
+            Some(&crate::args::float_text(value)),
+        )))
     }
 
     fn visit_none<E: de::Error>(self) -> Result<String, E> {

@@ -39,6 +39,7 @@ REFUSED: list[tuple[str, Any, str]] = [
     ("float key", {1.5: "a"}, KEY_ERROR + "1.5"),
     ("None key", {None: "a"}, KEY_ERROR + "None"),
     ("int key in an OrderedDict", collections.OrderedDict([(1, "a")]), KEY_ERROR + "1"),
+    ("float key in an OrderedDict", collections.OrderedDict([(1e300, "a")]), KEY_ERROR + r"1e\+300"),
     ("int key inside a dataclass", Tagged({2: "b"}), KEY_ERROR + "2"),
     ("bytes", b"ab", BYTES_ERROR),
     ("bytearray", bytearray(b"ab"), BYTES_ERROR),
