@@ -12,7 +12,7 @@ import os
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from . import _native
-from ._args import optional_bool, optional_str
+from ._args import optional_bool, optional_str, optional_str_path
 from ._batches import BatchedEvents
 from ._client import Client
 from ._events import AgentEvent, AgentStopEvent
@@ -261,12 +261,7 @@ class Agent:
                 names.append(item)
             else:
                 raise TypeError("tools must be a ToolExecutor, built-in tool names, or a list of them")
-        workspace_path: Optional[str] = None
-        if workspace is not None:
-            path = os.fspath(workspace) if isinstance(workspace, (str, os.PathLike)) else None
-            if not isinstance(path, str):
-                raise TypeError(f"workspace must be a str or a path of str, not {type(workspace).__name__}")
-            workspace_path = path
+        workspace_path = optional_str_path("workspace", workspace)
         self._client = client
         self._native = _native._Agent(
             client._native,

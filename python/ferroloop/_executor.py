@@ -22,6 +22,7 @@ import os
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, TypeVar, Union, overload
 
 from . import _native
+from ._args import optional_str_path
 from ._batches import AsyncClosing
 from ._events import ToolResult, TurnEvent
 
@@ -204,15 +205,7 @@ class ToolExecutor:
         cleanup_grace: Optional[float] = None,
         turn_budget_chars: Optional[float] = _native.DEFAULT_TURN_BUDGET_CHARS,
     ) -> None:
-        spill_path: Optional[str] = None
-        if spill_dir is not None:
-            # As ``Agent``'s ``workspace``: bytes (or a path of bytes) said "'bytes' object is
-            # not an instance of 'str'", and an int "expected str, bytes or os.PathLike", naming
-            # neither the option nor that bytes are refused.
-            path = os.fspath(spill_dir) if isinstance(spill_dir, (str, os.PathLike)) else None
-            if not isinstance(path, str):
-                raise TypeError(f"spill_dir must be a str or a path of str, not {type(spill_dir).__name__}")
-            spill_path = path
+        spill_path = optional_str_path("spill_dir", spill_dir)
         self._native = _native._Executor(
             max_concurrency,
             max_result_chars=max_result_chars,
