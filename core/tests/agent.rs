@@ -1925,6 +1925,23 @@ fn thresholds(autocompact: u64, blocking: u64) -> ContextBudget {
     }
 }
 
+/// A budget past its warning threshold from the start, never at auto-compact: microcompact
+/// runs before every call.
+fn warning_from_the_start() -> ContextBudget {
+    let mut budget = thresholds(500_000, 1_000_000);
+    budget.warning_buffer = 500_000;
+    budget
+}
+
+/// Turn `turn`'s call reading the file `f{turn}` (call id `t{turn}`).
+fn read_file(turn: usize) -> Value {
+    call(
+        &format!("t{turn}"),
+        "read",
+        json!({ "path": format!("f{turn}") }),
+    )
+}
+
 /// The reply of a model that reads `path` on every turn below `until`, then answers "done".
 fn read_until(request: &Value, turn: usize, until: usize, path: &str) -> Result<Bytes, ModelError> {
     if turn < until {
@@ -2437,15 +2454,7 @@ async fn repeated_compactions_keep_only_the_latest_summary() {
 async fn microcompact_never_clears_the_results_the_model_has_not_seen() {
     let (model, requests) = ScriptedModel::new(move |n, request| {
         if n < 3 {
-            reply(
-                request,
-                vec![call(
-                    &format!("t{n}"),
-                    "read",
-                    json!({"path": format!("f{n}")}),
-                )],
-                "tool_use",
-            )
+            reply(request, vec![read_file(n)], "tool_use")
         } else {
             reply(request, vec![text("done")], "end_turn")
         }
@@ -2453,9 +2462,7 @@ async fn microcompact_never_clears_the_results_the_model_has_not_seen() {
     .recorded();
     let mut config = AgentConfig::new("m");
     config.keep_recent_tool_results = 0;
-    // Warning (not auto-compact) from the start: microcompact runs before every call.
-    config.budget = thresholds(500_000, 1_000_000);
-    config.budget.warning_buffer = 500_000;
+    config.budget = warning_from_the_start();
     let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
     let (reason, _, _) = stop(&collect(&agent, "go").await);
     assert_eq!(reason, StopReason::EndTurn);
@@ -2476,15 +2483,7 @@ async fn microcompact_never_clears_the_results_the_model_has_not_seen() {
 #[tokio::test]
 async fn microcompact_keeps_as_many_compactable_results_whatever_tools_the_last_turn_called() {
     let (model, requests) = ScriptedModel::new(move |n, request| match n {
-        0..=2 => reply(
-            request,
-            vec![call(
-                &format!("t{n}"),
-                "read",
-                json!({"path": format!("f{n}")}),
-            )],
-            "tool_use",
-        ),
+        0..=2 => reply(request, vec![read_file(n)], "tool_use"),
         3 => reply(
             request,
             vec![call("w3", "write", json!({"path": "out"}))],
@@ -2496,9 +2495,7 @@ async fn microcompact_keeps_as_many_compactable_results_whatever_tools_the_last_
     let mut config = AgentConfig::new("m");
     config.keep_recent_tool_results = 3;
     config.compactable_tools = vec!["read".into()];
-    // Warning (not auto-compact) from the start: microcompact runs before every call.
-    config.budget = thresholds(500_000, 1_000_000);
-    config.budget.warning_buffer = 500_000;
+    config.budget = warning_from_the_start();
     let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
     let (reason, _, _) = stop(&collect(&agent, "go").await);
     assert_eq!(reason, StopReason::EndTurn);
@@ -2519,15 +2516,7 @@ async fn microcompact_keeps_as_many_compactable_results_whatever_tools_the_last_
 #[tokio::test]
 async fn the_summary_call_keeps_the_results_the_model_has_not_read() {
     let (model, requests) = ScriptedModel::new(move |n, request| match n {
-        0 | 1 => reply(
-            request,
-            vec![call(
-                &format!("t{n}"),
-                "read",
-                json!({"path": format!("f{n}")}),
-            )],
-            "tool_use",
-        ),
+        0 | 1 => reply(request, vec![read_file(n)], "tool_use"),
         2 => Err(too_long()),
         3 => reply(request, vec![text("The summary.")], "end_turn"),
         _ => reply(request, vec![text("done")], "end_turn"),
@@ -3295,8 +3284,7 @@ async fn microcompact_clears_image_results_and_keeps_cleared_ones_byte_stable() 
         .unwrap();
     let mut config = AgentConfig::new("m");
     config.keep_recent_tool_results = 1;
-    config.budget = thresholds(500_000, 1_000_000);
-    config.budget.warning_buffer = 500_000;
+    config.budget = warning_from_the_start();
     let agent = Agent::new(config, Arc::new(model), Arc::new(ToolExecutor::new(tools)));
     let (reason, messages, _) = stop(&collect(&agent, "look").await);
     assert_eq!(reason, StopReason::EndTurn);
