@@ -5,11 +5,12 @@ the model as `is_error` results; cancelling a run cancels its running Python too
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 import pytest
 
@@ -233,12 +234,7 @@ async def test_cancelling_the_iteration_cancels_running_python_tools(replay: Rep
     async with client_for(server) as client:
         agent = ferroloop.Agent(client, model="m", tools=executor)
         run = agent.run("go")
-
-        async def consume() -> None:
-            async for _ in run:
-                pass
-
-        task = asyncio.create_task(consume())
+        task = reading_to_the_end(run)
         await started.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -263,11 +259,12 @@ def reading_to_the_end(run: ferroloop.AgentRun) -> "asyncio.Task[None]":
     return asyncio.create_task(consume())
 
 
-@pytest.mark.asyncio
-@pytest.mark.parametrize("how", ["task.cancel()", "aclose()"])
-async def test_a_cancelled_or_closed_run_returns_after_its_tools_stopped(replay: Replay, how: str) -> None:
-    # The iterating task's CancelledError (and aclose()) came at once, while the tools were
-    # still running: code after `await task` ran alongside tools of the run it had cancelled.
+@contextlib.asynccontextmanager
+async def both_slow_tools_running(
+    replay: Replay,
+) -> AsyncIterator[tuple[ferroloop.AgentRun, "asyncio.Task[None]", list[str]]]:
+    """An agent run over `both_slow_tools()`, its reading task, and the steps the tools' cleanups
+    record, once both tools have started (the client is closed on leaving)."""
     server = replay(both_slow_tools())
     steps: list[str] = []
     executor, both = executor_with_slow_cleanups(steps)
@@ -275,6 +272,15 @@ async def test_a_cancelled_or_closed_run_returns_after_its_tools_stopped(replay:
         run = ferroloop.Agent(client, model="m", tools=executor).run("go")
         task = reading_to_the_end(run)
         await asyncio.wait_for(both.wait(), timeout=10)
+        yield run, task, steps
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["task.cancel()", "aclose()"])
+async def test_a_cancelled_or_closed_run_returns_after_its_tools_stopped(replay: Replay, how: str) -> None:
+    # The iterating task's CancelledError (and aclose()) came at once, while the tools were
+    # still running: code after `await task` ran alongside tools of the run it had cancelled.
+    async with both_slow_tools_running(replay) as (run, task, steps):
         if how == "task.cancel()":
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -291,13 +297,7 @@ async def test_a_cancelled_or_closed_run_returns_after_its_tools_stopped(replay:
 
 @pytest.mark.asyncio
 async def test_cancelling_a_cancelled_run_again_stops_waiting_for_its_tools(replay: Replay) -> None:
-    server = replay(both_slow_tools())
-    steps: list[str] = []
-    executor, both = executor_with_slow_cleanups(steps)
-    async with client_for(server) as client:
-        run = ferroloop.Agent(client, model="m", tools=executor).run("go")
-        task = reading_to_the_end(run)
-        await asyncio.wait_for(both.wait(), timeout=10)
+    async with both_slow_tools_running(replay) as (run, task, steps):
         task.cancel()
         await asyncio.sleep(0.05)
         task.cancel()
