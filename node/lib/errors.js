@@ -139,13 +139,16 @@ function toJson(value, what, replacer) {
   try {
     return stringify(value, replacer)
   } catch (err) {
-    let reason
-    try {
-      reason = err instanceof Error ? err.message : String(err)
-    } catch {
-      reason = 'its toJSON threw'
-    }
-    throw new InvalidArgumentError(`${what} cannot be sent as JSON: ${reason}`, { cause: err })
+    throw new InvalidArgumentError(`${what} cannot be sent as JSON: ${jsonFailure(err)}`, { cause: err })
+  }
+}
+
+/** Why JSON.stringify threw `err` (its message); never throws. */
+function jsonFailure(err) {
+  try {
+    return err instanceof Error ? err.message : String(err)
+  } catch {
+    return 'its toJSON threw'
   }
 }
 
@@ -343,6 +346,7 @@ module.exports = {
   fromErrorItem,
   callNative,
   toJson,
+  jsonFailure,
   stringify,
   providerJson,
   optionalNumber,

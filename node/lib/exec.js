@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, callNative, toJson, stringify, checkedOptions, wellFormed, optionalNumber, optionalBoolean, optionalPath } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, callNative, toJson, jsonFailure, stringify, checkedOptions, wellFormed, optionalNumber, optionalBoolean, optionalPath } = require('./errors.js')
 const { onAbort, checkSignal } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
@@ -59,11 +59,7 @@ function unsendableReason(input) {
     stringify(input)
     return undefined
   } catch (err) {
-    try {
-      return err instanceof Error ? err.message : String(err)
-    } catch {
-      return 'its toJSON threw'
-    }
+    return jsonFailure(err)
   }
 }
 

@@ -44,6 +44,7 @@ delete module.exports.callNative
 delete module.exports.fromErrorItem
 delete module.exports.toJson
 delete module.exports.stringify
+delete module.exports.jsonFailure
 delete module.exports.providerJson
 delete module.exports.optionalNumber
 delete module.exports.numberArg
