@@ -65,11 +65,16 @@ fn naming(name: &str, what: &str, value: &Bound<'_, PyAny>, error: PyErr) -> PyE
     if !error.is_instance_of::<PyTypeError>(value.py()) {
         return error;
     }
-    let kind = value
+    let kind = type_name(value);
+    PyTypeError::new_err(format!("{name} must be {what}, not {kind}"))
+}
+
+/// The name of `value`'s type, for messages (`object` when it cannot be read).
+pub(crate) fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
         .get_type()
         .name()
-        .map_or_else(|_| "object".to_owned(), |name| name.to_string());
-    PyTypeError::new_err(format!("{name} must be {what}, not {kind}"))
+        .map_or_else(|_| "object".to_owned(), |name| name.to_string())
 }
 
 /// An `int` argument (anything with `__index__`, as pyo3 takes it): a `TypeError` naming it

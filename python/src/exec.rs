@@ -18,7 +18,7 @@ use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 use serde_json::{Value, json};
 
-use crate::args::{float_arg_opt, float_text, int_arg, non_negative};
+use crate::args::{float_arg_opt, float_text, int_arg, non_negative, type_name};
 use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
     into_awaitable, into_awaitable_keeping, py_to_value, py_to_value_nan_as_null,
@@ -869,9 +869,7 @@ impl CheckedToolUses {
                     let kind = if item.is_none() {
                         "None".to_owned()
                     } else {
-                        item.get_type()
-                            .name()
-                            .map_or_else(|_| "object".to_owned(), |name| name.to_string())
+                        type_name(&item)
                     };
                     let hint = if item.cast::<PyList>().is_ok() {
                         list_hint

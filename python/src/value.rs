@@ -225,10 +225,7 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
         // serde said "invalid type: byte array" for `bytes`, "'bytearray' object is not an
         // instance of 'bytes'" for a `bytearray` (as if `bytes` were taken), and made a
         // `memoryview` a list of its byte values.
-        let kind = obj
-            .get_type()
-            .name()
-            .map_or_else(|_| "bytes".to_owned(), |name| name.to_string());
+        let kind = crate::args::type_name(obj);
         return Err(format!(
             "a {kind} value has no JSON form (decode it to a str, or write it as base64 text)"
         ));
@@ -241,10 +238,7 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
 /// written as its text (as `json.dumps` writes `1` as `"1"`): `{1: .., "1": ..}` would then
 /// give one key twice, and a tool would get a different dict than it was given.
 fn non_str_key(key: &Bound<'_, PyAny>) -> String {
-    let kind = key
-        .get_type()
-        .name()
-        .map_or_else(|_| "object".to_owned(), |name| name.to_string());
+    let kind = crate::args::type_name(key);
     let shown = key
         .repr()
         .map_or_else(|_| String::new(), |repr| repr.to_string());
