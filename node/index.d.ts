@@ -136,6 +136,13 @@ export type NativeContextTracker = ContextTracker
 /** A stream of JSON items produced on the async runtime. */
 export declare class EventStream {
   /**
+   * Whether the producer now waits on JavaScript alone: nothing native (a request, a timer,
+   * a task) will produce an item or wake JavaScript before JavaScript answers, aborts or
+   * lets go. A reader waiting then need not keep the event loop alive (as for a promise);
+   * the waker is called when this may have become true. Never true for an aborted stream.
+   */
+  waitsOnlyOnHost(): boolean
+  /**
    * Sets the function called (asynchronously, from any thread; the function is unref'd and
    * never keeps the process alive) when `takeJson` returned `undefined` and an item or the
    * end has arrived since.

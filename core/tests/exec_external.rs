@@ -294,6 +294,50 @@ async fn a_turn_waits_only_on_its_host_while_no_future_or_grace_of_its_own_runs(
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_turn_calling_host_tools_through_futures_waits_on_its_host_while_they_run() {
+    // No `enable_external_calls` (an agent's turns): the host tools' calls run as futures,
+    // which wait for the host alone unless a timeout races them.
+    let mut host = HostTool::new("host", true);
+    host.hangs = true;
+    let mut timed = HostTool::new("timed", true);
+    timed.timeout = Some(Duration::from_secs(1));
+    timed.hangs = true;
+    let config = ExecutorConfig {
+        cleanup_grace: Duration::from_millis(100),
+        ..ExecutorConfig::default()
+    };
+    let exec = executor(vec![host, timed, HostTool::new("quick", true)], config);
+    let mut turn = exec.turn();
+    submit(&turn, &[("h0", "host"), ("q1", "quick")]);
+    let (events, _) = step(&mut turn);
+    assert_eq!(results(&events).len(), 0, "q1 waits behind h0 in order");
+    assert!(
+        turn.waits_only_on_host(),
+        "h0's future waits on its host alone, q1 answered at once"
+    );
+    submit(&turn, &[("t2", "timed")]);
+    step(&mut turn);
+    assert!(!turn.waits_only_on_host(), "t2 runs with its timeout");
+    tokio::time::advance(Duration::from_millis(1_050)).await;
+    step(&mut turn);
+    assert!(!turn.waits_only_on_host(), "t2 timed out: its grace runs");
+    tokio::time::advance(Duration::from_millis(150)).await;
+    step(&mut turn);
+    assert!(
+        turn.waits_only_on_host(),
+        "t2 timed out and its grace ran out: h0 is left"
+    );
+    turn.cancel();
+    step(&mut turn);
+    assert!(!turn.waits_only_on_host(), "h0 now races its cleanup grace");
+    turn.seal();
+    tokio::time::advance(Duration::from_millis(150)).await;
+    let (_, ended) = step(&mut turn);
+    assert!(ended);
+    assert!(!turn.waits_only_on_host());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failing_host_call_cancels_its_siblings() {
     let mut shell = HostTool::new("shell", true);
     shell.cancels_siblings = true;

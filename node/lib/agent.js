@@ -222,6 +222,8 @@ class Agent {
   #scopes = new Map()
   /** runId → the reason its AbortSignal fired with (the cause of its tools' abort reasons). */
   #abortCauses = new Map()
+  /** runId → a WeakRef to the ItemSource of a run not ended (see #holdLoops). */
+  #sources = new Map()
   /** The names of the tools the agent runs, sorted. */
   #toolNames = []
 
@@ -273,13 +275,28 @@ class Agent {
     this.#native = callNative(
       () => new native.Agent(client._native, nativeOptions, internals.options, internals.specs, builtins, wake, decide),
     )
-    this.#complete = replyBatcher(this.#native)
+    // After replies and progress reports: the runs they went to work again.
+    this.#complete = replyBatcher(this.#native, Agent.#holdLoopsOf(self))
     this.#toolNames = [...internals.specs.map((spec) => spec.name), ...builtins].sort()
   }
 
   /** The wake function of the agent `self` refers to (a closure over `self` alone). */
   static #wakeOf(self) {
     return () => self.deref()?.#dispatch()
+  }
+
+  /** #holdLoops of the agent `self` refers to (a closure over `self` alone). */
+  static #holdLoopsOf(self) {
+    return () => self.deref()?.#holdLoops()
+  }
+
+  /**
+   * Each run read now holds the event loop or lets it go as it works or waits on JavaScript
+   * alone: called once JavaScript gave the runs something (replies, progress, started calls).
+   * Synchronously: a run that got a reply works again before the event loop can end.
+   */
+  #holdLoops() {
+    for (const source of this.#sources.values()) source.deref()?.holdLoop()
   }
 
   /**
@@ -313,6 +330,8 @@ class Agent {
     for (const abort of out.aborts) {
       this.#host?.abort(abort, abort.run === undefined ? undefined : this.#abortCauses.get(abort.run))
     }
+    // The calls started: a run waiting on them alone lets the event loop go.
+    this.#holdLoops()
   }
 
   /** The names of the tools the agent runs (its JS and built-in tools), sorted. */
@@ -354,20 +373,23 @@ class Agent {
     // (The closures hold the maps, not the agent: a signal outliving the agent keeps only them.)
     const causes = this.#abortCauses
     const scopes = this.#scopes
+    const sources = this.#sources
     const unsubscribe = signal === undefined ? undefined : onAbort(signal, () => causes.set(runId, signal.reason))
     const ended = () => {
       unsubscribe?.()
       causes.delete(runId)
       scopes.delete(runId)
+      sources.delete(runId)
     }
     let source
     try {
       const json = providerJson(history, 'run: the conversation')
-      source = new ItemSource(callNative(() => this.#native.runJson(json, aborted, runId)), signal)
+      source = new ItemSource(callNative(() => this.#native.runJson(json, aborted, runId)), signal, true)
     } catch (err) {
       ended()
       throw err
     }
+    sources.set(runId, new WeakRef(source))
     // The run's tools start in the async context of this call (AsyncLocalStorage values active
     // here are visible inside them), captured once for the run.
     scopes.set(runId, new CallerScope())

@@ -37,9 +37,15 @@ class ItemSource {
    * work runs on the native runtime, which Node does not see) and this source reachable.
    */
   #keepAlive = null
+  /**
+   * The producer may wait on JavaScript alone (an agent run settling its JavaScript tools'
+   * calls): the timer is then unref'd (see #holdLoop).
+   */
+  #waitsOnHost
 
-  constructor(nativeStream, signal) {
+  constructor(nativeStream, signal, waitsOnHost = false) {
     this.#native = nativeStream
+    this.#waitsOnHost = waitsOnHost
     // The native stream holds its waker for as long as it lives: a closure over this source
     // would be a cycle through a native root, and an abandoned stream would never be collected.
     // Nor may it close over the native stream: a closure made here would share this
@@ -100,6 +106,7 @@ class ItemSource {
                   resolve()
                 }
           if (this.#keepAlive === null) this.#keepAlive = setInterval(() => this.#native, 2 ** 30)
+          this.holdLoop()
         })
         continue
       }
@@ -116,6 +123,20 @@ class ItemSource {
   }
 
   /**
+   * While someone waits: holds the event loop while the producer works, lets it go while the
+   * producer waits on JavaScript alone (its tools' promises: as with `Promise.all`, a tool that
+   * never settles, with nothing else pending, lets the process exit). Called when a wait
+   * begins, and by the agent whenever JavaScript gave the run something (a tool's reply or
+   * progress, started calls) or it may have come to wait.
+   */
+  holdLoop() {
+    const keepAlive = this.#keepAlive
+    if (keepAlive === null || !this.#waitsOnHost) return
+    if (callNative(() => this.#native.waitsOnlyOnHost())) keepAlive.unref()
+    else keepAlive.ref()
+  }
+
+  /**
    * Cancels the native producer. The signal is not listened to any more: nothing is left for
    * it to abort (a signal reused for many requests would otherwise keep one callback per
    * request left early).
@@ -125,6 +146,8 @@ class ItemSource {
     this.#aborted = true
     this.#unlisten()
     callNative(() => this.#native.abort())
+    // The run stops its calls on a native grace: the loop is held until it has.
+    this.holdLoop()
   }
 
   /** The final item was read: stop listening to the signal. */

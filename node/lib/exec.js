@@ -802,16 +802,21 @@ class Turn {
 /**
  * A native executor's reply batcher: replies (and progress reports) settled in one tick go back
  * to Rust in one `completeJson` call, as one flat `[callId, flags, content, ...]` array (one
- * boundary crossing and one wake for a burst of quick tools).
+ * boundary crossing and one wake for a burst of quick tools). `delivered`, if given, is called
+ * after each batch (in the same microtask).
  */
-function replyBatcher(target) {
+function replyBatcher(target, delivered) {
   let pending = []
   const flush = () => {
     const replies = pending
     pending = []
     // A lone surrogate in a text or a progress datum keeps JSON.stringify's escape: the native
     // reader takes such a batch item by item and reads the escape as U+FFFD (js_tools.rs).
-    callNative(() => target.completeJson(JSON.stringify(replies)))
+    try {
+      callNative(() => target.completeJson(JSON.stringify(replies)))
+    } finally {
+      delivered?.()
+    }
   }
   // Replies and progress reports share the batch, so their order is kept.
   return (callId, flags, content) => {

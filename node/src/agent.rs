@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferroloop::agent::{Agent, AgentConfig, AgentEvent};
+use ferroloop::agent::{Agent, AgentConfig, AgentEvent, HostWait, RunOptions};
 use ferroloop::exec::{ToolExecutor, ToolRegistry};
 use ferroloop::tools::register_builtins;
 use futures_util::StreamExt;
@@ -121,6 +121,14 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
         FerroloopError::invalid_argument(format!("invalid agent configuration: {err}"))
     })?;
     Ok(config)
+}
+
+/// Resolves when the run comes to wait on JavaScript alone; never without a [`HostWait`].
+async fn became_idle(wait: Option<&HostWait>) {
+    match wait {
+        Some(wait) => wait.became_idle().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The JS function deciding a call's concurrency safety: given the JSON text `[name, input]`,
@@ -253,16 +261,22 @@ impl NativeAgent {
                 Err(err) => Err(invalid_json("the conversation", &err)),
             }?;
             let agent = self.inner.clone();
-            pump::start(
+            // Only a run whose calls carry it learns of JavaScript's replies (`host_acted`).
+            let host_wait = run_id.map(|_| HostWait::new());
+            let watched = host_wait.clone();
+            let stream = pump::start(
                 OnAbort::TellProducer,
                 aborted.unwrap_or(false),
                 move |sink, cancel| async move {
-                    let mut run = match run_id {
-                        Some(id) => {
-                            agent.run_messages_with_host_data(messages, Arc::new(JsRunId(id)))
-                        }
-                        None => agent.run_messages(messages),
-                    };
+                    let mut options = RunOptions::default();
+                    if let (Some(id), Some(wait)) = (run_id, &watched) {
+                        options.host_data = Some(Arc::new(JsRunId {
+                            id,
+                            host_wait: wait.clone(),
+                        }));
+                        options.host_wait = Some(wait.clone());
+                    }
+                    let mut run = agent.run_messages_with(messages, options);
                     let mut cancelled = false;
                     loop {
                         let event = tokio::select! {
@@ -274,6 +288,11 @@ impl NativeAgent {
                                 continue;
                             }
                             event = run.next() => event,
+                            () = became_idle(watched.as_ref()) => {
+                                // A reader holding the event loop for the run may let it go.
+                                sink.ring();
+                                continue;
+                            }
                         };
                         let Some(event) = event else { return };
                         let last = matches!(event, AgentEvent::Stop { .. });
@@ -282,7 +301,18 @@ impl NativeAgent {
                         }
                     }
                 },
-            )
+            )?;
+            Ok(match host_wait {
+                Some(wait) => {
+                    let queues = self.queues.clone();
+                    // Also not while calls wait to be started in JavaScript: the wake that
+                    // starts them does not hold the event loop.
+                    stream.with_idle_check(Box::new(move || {
+                        wait.waits_only_on_host() && !queues.has_work_for_js()
+                    }))
+                }
+                None => stream,
+            })
         })
     }
 

@@ -39,6 +39,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use ferroloop::agent::HostWait;
 use ferroloop::exec::{AnswerReceiver, AnswerSender, ProgressSender, ToolContext};
 use ferroloop::json_text::from_str_lossy;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
@@ -74,9 +75,15 @@ pub struct InvocationDetail {
 }
 
 /// The host data an agent attaches to each run (see `ferroloop::exec::HostData`): the id under
-/// which JavaScript keeps the async context the run was started in.
-#[derive(Debug, Clone, Copy)]
-pub struct JsRunId(pub u32);
+/// which JavaScript keeps the async context the run was started in, and where the run says
+/// whether it waits on JavaScript alone (told of each reply and progress report delivered).
+#[derive(Debug, Clone)]
+pub struct JsRunId {
+    /// The run's id in JavaScript.
+    pub id: u32,
+    /// The run's [`HostWait`].
+    pub host_wait: HostWait,
+}
 
 impl serde::Serialize for ToolInvocation {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -191,6 +198,8 @@ struct Slot {
     /// the call's cancellation as it is sent.
     reply: AnswerSender<ToolReply>,
     progress: ProgressSender,
+    /// The agent run the call belongs to, told when its reply or a progress report came.
+    host_wait: Option<HostWait>,
 }
 
 /// Everything behind the queues' one lock.
@@ -202,9 +211,12 @@ struct State {
 
 /// The JS run a call belongs to: the [`JsRunId`] its run carries as host data, if any.
 fn run_id(ctx: &ToolContext) -> Option<u32> {
+    js_run(ctx).map(|run| run.id)
+}
+
+fn js_run(ctx: &ToolContext) -> Option<&JsRunId> {
     ctx.host_data()
         .and_then(|host| host.downcast_ref::<JsRunId>())
-        .map(|run| run.0)
 }
 
 /// The queues between the executor's calls and the JS host, shared by every turn of one
@@ -440,6 +452,9 @@ impl JsToolQueues {
                 if incoming.flags & FLAG_PROGRESS != 0 {
                     if let Some(slot) = state.calls.get(&incoming.call_id) {
                         slot.progress.send(incoming.content);
+                        if let Some(wait) = &slot.host_wait {
+                            wait.host_acted();
+                        }
                     }
                     continue;
                 }
@@ -449,17 +464,25 @@ impl JsToolQueues {
                     is_error: malformed || incoming.flags & FLAG_ERROR != 0,
                 };
                 if let Some(slot) = state.calls.remove(&incoming.call_id) {
-                    sends.push((slot.reply, reply));
+                    sends.push((slot.reply, reply, slot.host_wait));
                 }
             }
         }
         let delivered = u32::try_from(sends.len()).unwrap_or(u32::MAX);
         // Sent outside the lock: a send wakes its call, which may poll (and so lock) at once.
-        for (sender, reply) in sends {
+        for (sender, reply, host_wait) in sends {
             // The call's future is gone (dropped after a timeout or cancellation): dropped.
             let _ = sender.send(reply);
+            if let Some(wait) = host_wait {
+                wait.host_acted();
+            }
         }
         Ok(delivered)
+    }
+
+    /// Whether invocations or aborts wait for JavaScript to drain them (a wake is on its way).
+    pub fn has_work_for_js(&self) -> bool {
+        !self.lock().outbox.is_empty()
     }
 
     /// Delivers the reply of call `call_id`. Returns false when nobody waits for it any more
@@ -469,6 +492,9 @@ impl JsToolQueues {
         match slot {
             Some(slot) => {
                 let _ = slot.reply.send(reply);
+                if let Some(wait) = slot.host_wait {
+                    wait.host_acted();
+                }
                 true
             }
             None => false,
@@ -630,6 +656,7 @@ impl JsCall {
             Slot {
                 reply: sender,
                 progress: self.ctx.progress_sender(),
+                host_wait: js_run(&self.ctx).map(|run| run.host_wait.clone()),
             },
         );
         let announce = queues.post(&mut state, |outbox| match detail {

@@ -104,7 +104,17 @@ impl ItemSink {
     pub async fn send_error(&self, error: &FerroloopError) -> bool {
         self.send(error_item(error, serde_json::Map::new())).await
     }
+
+    /// Wakes JavaScript if it waits, without an item: what
+    /// [`waitsOnlyOnHost`](NativeEventStream::waits_only_on_host) says has changed.
+    pub fn ring(&self) {
+        self.doorbell.ring();
+    }
 }
+
+/// Whether the producer of a stream waits on JavaScript alone (see
+/// [`NativeEventStream::with_idle_check`]).
+pub type IdleCheck = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// An error item: the code, message, status and request id, plus `extra` fields.
 pub fn error_item(
@@ -190,6 +200,7 @@ where
         doorbell,
         cancel,
         task,
+        idle_check: None,
     })
 }
 
@@ -200,10 +211,36 @@ pub struct NativeEventStream {
     doorbell: Arc<Doorbell>,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    /// Says whether the producer waits on JavaScript alone; none: it never does.
+    idle_check: Option<IdleCheck>,
+}
+
+impl NativeEventStream {
+    /// The stream, with `check` saying when its producer waits on JavaScript alone (an agent
+    /// run settling its JavaScript tools' calls). The producer [rings](ItemSink::ring) when
+    /// that may have become true.
+    pub fn with_idle_check(mut self, check: IdleCheck) -> Self {
+        self.idle_check = Some(check);
+        self
+    }
 }
 
 #[napi]
 impl NativeEventStream {
+    /// Whether the producer now waits on JavaScript alone: nothing native (a request, a timer,
+    /// a task) will produce an item or wake JavaScript before JavaScript answers, aborts or
+    /// lets go. A reader waiting then need not keep the event loop alive (as for a promise);
+    /// the waker is called when this may have become true. Never true for an aborted stream.
+    #[napi(js_name = "waitsOnlyOnHost")]
+    pub fn waits_only_on_host(&self) -> napi::Result<bool> {
+        guard::sync(|| {
+            Ok(
+                !self.cancel.is_cancelled()
+                    && self.idle_check.as_ref().is_some_and(|check| check()),
+            )
+        })
+    }
+
     /// Sets the function called (asynchronously, from any thread; the function is unref'd and
     /// never keeps the process alive) when `takeJson` returned `undefined` and an item or the
     /// end has arrived since.

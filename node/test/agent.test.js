@@ -1131,3 +1131,63 @@ test('a cut that cannot make progress stops with max_tokens_no_progress (as in P
     },
   )
 })
+
+test('an agent run waiting only on JS tools that never settle lets the process exit, and holds it for everything else', async () => {
+  // The child processes hold nothing of their own but the run: the replay server is this
+  // process's child. A run whose tools' promises nothing will settle ends as a top-level await
+  // on such a promise does (code 13); tools that settle, after a timer or in a microtask, a
+  // tool's timeout and an abort's cleanup grace keep the process until the run stops.
+  const server = await startServer(['--agent-model'])
+  try {
+    const lib = JSON.stringify(path.join(__dirname, '..', 'lib', 'index.mjs'))
+    const never = '() => new Promise(() => {})'
+    const cases = {
+      'never-settling tools, for await': { tools: never, body: 'for await (const e of run) console.log(e.type)', status: 13 },
+      'never-settling tools, result()': { tools: never, body: 'console.log((await run.result()).reason)', status: 13 },
+      'tools settling after a timer, with progress': {
+        tools: `async (input, ctx) => { ctx.progress({ at: 1 }); await new Promise((r) => setTimeout(r, 20)); return 'ok' }`,
+        body: 'console.log((await run.result()).reason)',
+        status: 0,
+        out: 'end_turn',
+      },
+      'tools settling in a microtask': { tools: `async () => 'ok'`, body: 'console.log((await run.result()).reason)', status: 0, out: 'end_turn' },
+      'never-settling tools with a timeout': {
+        tools: never,
+        options: '{ timeoutMs: 100 }',
+        body: 'console.log((await run.result()).reason)',
+        status: 0,
+        out: 'end_turn',
+      },
+      'never-settling tools, the run aborted': {
+        tools: never,
+        body: 'setTimeout(() => run.abort(), 50); console.log((await run.result()).reason)',
+        status: 0,
+        out: 'aborted',
+      },
+    }
+    for (const [name, { tools, options = '{}', body, status, out }] of Object.entries(cases)) {
+      const script = `
+        import { Agent, Client, ToolExecutor } from ${lib}
+        const executor = new ToolExecutor({ cleanupGraceMs: 100 })
+        for (const name of ['glob', 'grep', 'read']) executor.tool({ name, concurrencySafe: true, ...${options} }, ${tools})
+        const client = new Client({ apiKey: 'k', baseUrl: ${JSON.stringify(server.url)} })
+        const run = new Agent(client, { model: 'ferroloop-replay', tools: executor }).run('Explore this directory.')
+        ${body}
+      `
+      const child = await new Promise((resolve) => {
+        const proc = require('node:child_process').execFile(
+          process.execPath,
+          ['--input-type=module', '-e', script],
+          { encoding: 'utf8', timeout: 20_000 },
+          (error, stdout, stderr) => resolve({ status: proc.exitCode, signal: proc.signalCode, stdout, stderr }),
+        )
+      })
+      assert.equal(child.signal, null, `${name}: had to be killed, something kept the process alive`)
+      assert.equal(child.status, status, `${name}: ${child.stderr}`)
+      if (out !== undefined) assert.equal(child.stdout.trim(), out, name)
+      else assert.doesNotMatch(child.stdout, /stop|end_turn/, name)
+    }
+  } finally {
+    await server.close()
+  }
+})

@@ -112,6 +112,7 @@ const calls = {
   'Client.createJson': (o) => o.createJson('{}'),
   'EventStream.setWaker': (o) => o.setWaker(() => {}),
   'EventStream.takeJson': (o) => o.takeJson(),
+  'EventStream.waitsOnlyOnHost': (o) => o.waitsOnlyOnHost(),
   'EventStream.abort': (o) => o.abort(),
   'Agent.new': (_o, all) => new native.Agent(all.Client, { model: 'm' }, {}, [], [], noop, () => false),
   'Agent.completeJson': (o) => o.completeJson('[]'),

@@ -60,6 +60,7 @@ mod call_ids;
 mod config;
 mod context;
 mod events;
+mod host_wait;
 mod model;
 pub mod openai;
 pub mod replay;
@@ -73,5 +74,6 @@ pub use context::{
     microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
 };
 pub use events::{AgentEvent, ContextAction, StopReason, UsageCall};
+pub use host_wait::HostWait;
 pub use model::{FailureDetails, Model, ModelError, ModelEvent, ModelStream, is_prompt_too_long};
-pub use run::{Agent, AgentRun, CompactHook};
+pub use run::{Agent, AgentRun, CompactHook, RunOptions};

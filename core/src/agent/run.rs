@@ -25,6 +25,7 @@ use super::context::{
     trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason, UsageCall};
+use super::host_wait::HostWait;
 use super::model::{FailureDetails, Model, ModelError, ModelEvent, ModelStream};
 use crate::decode::DecodeEvent;
 use crate::exec::{
@@ -148,19 +149,31 @@ impl Agent {
     /// code `invalid_history` (`invalid_configuration` or `invalid_tool_definition` for a run
     /// whose configuration or tools the API would refuse).
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
-        self.start(messages, None)
+        self.run_messages_with(messages, RunOptions::default())
     }
 
     /// [`run_messages`](Self::run_messages), with `host` attached to every turn of the run: each
     /// tool call's [`ToolContext::host_data`](crate::exec::ToolContext::host_data) returns it
     /// (a binding finds there which run, and so which caller's context, a call belongs to).
     pub fn run_messages_with_host_data(&self, messages: Vec<Value>, host: HostData) -> AgentRun {
-        self.start(messages, Some(host))
+        let options = RunOptions {
+            host_data: Some(host),
+            ..RunOptions::default()
+        };
+        self.run_messages_with(messages, options)
     }
 
-    fn start(&self, messages: Vec<Value>, host: Option<HostData>) -> AgentRun {
+    /// [`run_messages`](Self::run_messages), with what a host attaches to the run.
+    pub fn run_messages_with(&self, messages: Vec<Value>, options: RunOptions) -> AgentRun {
+        let RunOptions {
+            host_data: host,
+            host_wait,
+        } = options;
         let (events, rx) = mpsc::unbounded_channel();
         let cancel = self.executor.run_token().child_token();
+        if let Some(wait) = &host_wait {
+            wait.attach(&cancel);
+        }
         let mut tracker = ContextTracker::new(self.config.family);
         tracker.set_model(&self.config.model);
         if let Some(system) = self.config.system_prompt() {
@@ -199,6 +212,7 @@ impl Agent {
             raised_max_tokens: None,
             auto_compaction: AutoCompaction::default(),
             host,
+            host_wait,
         };
         let task = tokio::spawn(driver.drive());
         AgentRun {
@@ -207,6 +221,17 @@ impl Agent {
             task: Some(task),
         }
     }
+}
+
+/// What a host attaches to a run ([`Agent::run_messages_with`]).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// Attached to every turn of the run: each tool call's
+    /// [`ToolContext::host_data`](crate::exec::ToolContext::host_data) returns it.
+    pub host_data: Option<HostData>,
+    /// Where the run says whether it waits on its host alone (see [`HostWait`]).
+    pub host_wait: Option<HostWait>,
 }
 
 /// A run in progress: a stream of [`AgentEvent`]s ending with [`AgentEvent::Stop`]. Dropping it
@@ -529,6 +554,8 @@ struct Driver {
     auto_compaction: AutoCompaction,
     /// What the host attached to the run, attached to each of its turns.
     host: Option<HostData>,
+    /// Where the run says when it waits on its host alone.
+    host_wait: Option<HostWait>,
 }
 
 /// Auto-compaction's circuit breaker: without it, a compaction that cannot get the context
@@ -1301,7 +1328,10 @@ impl Driver {
                     cancelled = true;
                     turn.cancel();
                 }
-                event = turn.next_event() => match event {
+                event = std::future::poll_fn(|cx| match &self.host_wait {
+                    Some(wait) => wait.poll_turn(&mut turn, cx),
+                    None => turn.poll_next_event(cx),
+                }) => match event {
                     Some(event) => self.on_turn_event(submitted, event, results),
                     None => break,
                 },

@@ -135,7 +135,10 @@ pub trait Tool: Send + Sync + 'static {
     /// Whether the host runs this tool's calls itself, answering them through the turn, when the
     /// turn allows it ([`Turn::enable_external_calls`](super::Turn::enable_external_calls));
     /// [`call`](Self::call) is still used for calls that need a future: with hooks, a timeout,
-    /// or on a task of their own. Default: no.
+    /// or on a task of their own, and for every call in turns that do not allow it (an
+    /// agent's). Such a future must wait for the host's answer alone: no timer or task of its
+    /// own wakes it, so a turn running only such calls
+    /// [waits only on its host](super::Turn::waits_only_on_host). Default: no.
     fn is_externally_completed(&self) -> bool {
         false
     }

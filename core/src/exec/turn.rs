@@ -254,6 +254,8 @@ pub struct Turn {
     unanswered: usize,
     admission: AdmissionQueue<Queued>,
     running: FuturesUnordered<CallFuture>,
+    /// How many of `running` wait on their host alone (see [`answered_by_host`](Self::answered_by_host)).
+    running_on_host: usize,
     events: VecDeque<TurnEvent>,
     events_enabled: bool,
     sealed: bool,
@@ -307,6 +309,7 @@ impl Turn {
             next_result: 0,
             unanswered: 0,
             running: FuturesUnordered::new(),
+            running_on_host: 0,
             events: VecDeque::new(),
             events_enabled,
             sealed: false,
@@ -516,16 +519,18 @@ impl Turn {
         self.external.as_ref().is_some_and(|ext| ext.kept(index))
     }
 
-    /// Whether the turn now waits on its host alone: it is not done, no call runs as a future
-    /// of the turn (a tool called through [`Tool::call`](super::Tool::call): its timeout, hooks
-    /// or task) and no cleanup grace is counting down. Until the host answers, submits, seals
-    /// or cancels, nothing of the turn's own will then wake it; a host that keeps its event
-    /// loop alive for the turn's timers and tasks can let it go (JavaScript does not keep a
-    /// process alive for a promise that never settles, nor need it for a turn waiting on one).
-    /// Meaningful after a poll: it describes the state that poll left.
+    /// Whether the turn now waits on its host alone: it is not done, every call running as a
+    /// future of the turn is one of an externally completed tool with no timeout, hooks or task
+    /// of its own (its future waits for the host's answer alone; none once the turn is stopped,
+    /// when such calls race their cleanup grace), and no cleanup grace is counting down. Until
+    /// the host answers, submits, seals or cancels, nothing of the turn's own will then wake it;
+    /// a host that keeps its event loop alive for the turn's timers and tasks can let it go
+    /// (JavaScript does not keep a process alive for a promise that never settles, nor need it
+    /// for a turn waiting on one). Meaningful after a poll: it describes the state that poll left.
     pub fn waits_only_on_host(&self) -> bool {
         !self.done
-            && self.running.is_empty()
+            && self.running.len() == self.running_on_host
+            && (self.running_on_host == 0 || !self.stopped)
             && self
                 .external
                 .as_ref()
@@ -708,6 +713,9 @@ impl Turn {
             self.admit();
             match self.running.poll_next_unpin(cx) {
                 Poll::Ready(Some(outcome)) => {
+                    if self.answered_by_host(&outcome.tool) {
+                        self.running_on_host -= 1;
+                    }
                     self.complete(outcome);
                     // The call just polled may have cancelled the turn or the run (a tool that
                     // stops the run, or another thread meanwhile): look again before the next
@@ -965,6 +973,9 @@ impl Turn {
                 !self.exec.config.spawn_calls,
                 span,
             );
+            if self.answered_by_host(task.tool()) {
+                self.running_on_host += 1;
+            }
             let future = if self.exec.config.spawn_calls {
                 let tool = task.tool().clone();
                 CallFuture::Spawned(Box::pin(spawned(task, call.index, tool, concurrency)))
@@ -978,8 +989,14 @@ impl Turn {
     /// Whether a call of `tool` is handed to the host (see
     /// [`enable_external_calls`](Self::enable_external_calls)).
     fn runs_externally(&self, tool: &RegisteredTool) -> bool {
-        self.external.is_some()
-            && tool.tool.is_externally_completed()
+        self.external.is_some() && self.answered_by_host(tool)
+    }
+
+    /// Whether a call of `tool` waits for its host's answer alone: an externally completed
+    /// tool without hooks, a task of its own or a timeout. The turn hands such calls to a host
+    /// that allowed it; otherwise their futures (which the host wakes) run in `running`.
+    fn answered_by_host(&self, tool: &RegisteredTool) -> bool {
+        tool.tool.is_externally_completed()
             && self.exec.hooks.is_none()
             && !self.exec.config.spawn_calls
             && tool.timeout.or(self.exec.config.default_timeout).is_none()
