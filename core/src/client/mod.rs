@@ -502,8 +502,8 @@ fn add_betas(headers: &mut HeaderMap, betas: &[String]) -> Result<(), ClientErro
             flags.push(beta.to_owned());
         }
     }
-    let value = HeaderValue::from_str(&flags.join(","))
-        .map_err(|_| ClientError::Config(format!("bad anthropic-beta flags {betas:?}")))?;
+    let value = header_value(&flags.join(","))
+        .ok_or_else(|| ClientError::Config(format!("bad anthropic-beta flags {betas:?}")))?;
     headers.insert("anthropic-beta", value);
     Ok(())
 }
@@ -561,11 +561,22 @@ fn endpoint(config: &ClientConfig, path: &str) -> Result<Uri, ClientError> {
     }
 }
 
+/// `text` as a header value, or `None` when it holds a control character or a non-ASCII one.
+/// `HeaderValue::from_str` takes any byte from 0x80 up (the obsolete Latin-1 "obs-text"), so a
+/// non-ASCII character went out as its UTF-8 bytes, which a server reads as two or more Latin-1
+/// characters: a version, flag or key the server does not recognise, with nothing saying why.
+fn header_value(text: &str) -> Option<HeaderValue> {
+    if !text.is_ascii() {
+        return None;
+    }
+    HeaderValue::from_str(text).ok()
+}
+
 fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
     // Names the header, never the value (it may be a token): "bad extra header" left a caller
     // with several headers guessing which one.
     let value = |text: &str, name: &str| {
-        HeaderValue::from_str(text).map_err(|_| {
+        header_value(text).ok_or_else(|| {
             ClientError::Config(format!(
                 "the value of header {name:?} cannot be sent: it contains a control character \
                  (a trailing newline?) or a non-ASCII one"
@@ -576,7 +587,7 @@ fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(USER_AGENT, value(&config.user_agent, "user-agent")?);
     if let Some(key) = &config.api_key
-        && HeaderValue::from_str(key).is_err()
+        && header_value(key).is_none()
     {
         // Never echo the key; say what is usually wrong with it.
         return Err(ClientError::Config(
@@ -657,6 +668,32 @@ mod tests {
                 "{body}: {refused}"
             );
         }
+    }
+
+    /// A header value is sent as bytes: a non-ASCII character goes out as its UTF-8 bytes,
+    /// which servers read as Latin-1 (mangled). Each is refused naming the header, never
+    /// showing the value (it may be a secret).
+    #[test]
+    fn non_ascii_header_values_are_refused_naming_the_header() {
+        let mut version = ClientConfig::new(Provider::Anthropic);
+        version.anthropic_version = "2023-06-01\u{e9}".to_owned();
+        let mut extra = ClientConfig::new(Provider::Anthropic);
+        extra.headers = vec![("x-token".to_owned(), "s\u{e9}cret".to_owned())];
+        let mut key = ClientConfig::new(Provider::OpenAiChat);
+        key.api_key = Some("sk-\u{e9}".to_owned());
+        for (config, name) in [
+            (version, "header \"anthropic-version\""),
+            (extra, "header \"x-token\""),
+            (key, "API key"),
+        ] {
+            let refused = base_headers(&config).unwrap_err().to_string();
+            assert!(refused.contains(name), "{refused}");
+            assert!(refused.contains("non-ASCII"), "{refused}");
+            assert!(!refused.contains('\u{e9}'), "{refused}");
+        }
+        let mut betas = HeaderMap::new();
+        assert!(add_betas(&mut betas, &["fl\u{e4}g".to_owned()]).is_err());
+        assert!(betas.is_empty());
     }
 
     /// `betas` that are not flags are refused and stay in the body; before, they were dropped
