@@ -112,6 +112,7 @@ impl Tool for PyTool {
             Box::new(move |py: Python<'_>| Ok(Py::new(py, context)?.into_any())) as ExtraArg
         });
         let bridge = lock(&self.bridge).clone();
+        let name = self.name.clone();
         // The outcome travels through the call's answer channel: its order against the call's
         // cancellation, read as it is sent, decides the call's outcome, not the moment the
         // executor polls this future.
@@ -120,7 +121,7 @@ impl Tool for PyTool {
             return Box::pin(async move {
                 let outcome =
                     call_blocking(function, vec![input], extra, context, bridge, Some(answer));
-                tool_output(outcome.await)
+                tool_output(&name, outcome.await)
             });
         }
         let token = ctx.cancellation_token().clone();
@@ -142,7 +143,7 @@ impl Tool for PyTool {
                     (&mut call).await
                 }
             };
-            tool_output(outcome)
+            tool_output(&name, outcome)
         })
     }
 }
@@ -190,11 +191,20 @@ impl CallerContext {
 /// A tool's return value as a tool output: a `str` is text, a list is content blocks, a dict
 /// with `"content"` (and optional `"is_error"`) is a whole result, a dict with `"type"` is one
 /// content block, `None` is empty text, anything else its JSON text.
-fn tool_output(outcome: CallOutcome) -> Result<ToolOutput, ToolError> {
+///
+/// A call cancelled by its turn, a timeout or a sibling gets the executor's own message (its
+/// cancellation came first); a `Cancelled` outcome here is the tool's task cancelled from
+/// elsewhere: the tool raised `CancelledError` itself, or its event loop stopped. Worded as the
+/// executor's cancellations are ("Tool 't' was cancelled: ..."), so that the model is told
+/// which call it was, as with every other failure.
+fn tool_output(name: &str, outcome: CallOutcome) -> Result<ToolOutput, ToolError> {
     match outcome {
         CallOutcome::Returned(value) => Ok(output_of(value)),
         CallOutcome::Raised(message) => Err(ToolError::failed(message)),
-        CallOutcome::Cancelled => Err(ToolError::failed("the tool was cancelled")),
+        CallOutcome::Cancelled => Err(ToolError::failed(format!(
+            "Tool '{name}' was cancelled: its task was cancelled (it raised \
+             asyncio.CancelledError, or its event loop stopped)"
+        ))),
     }
 }
 

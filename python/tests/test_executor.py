@@ -256,6 +256,22 @@ async def test_exceptions_inside_tools_become_is_error_results() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_tool_raising_cancelled_error_itself_is_an_error_naming_it() -> None:
+    # Not the run's cancellation: the tool's own CancelledError. The other failures the model
+    # reads name the tool ("Tool 't' timed out ...", "Tool 't' was cancelled: ..."); this one
+    # said only "the tool was cancelled".
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool
+    async def gives_up(inp: dict[str, Any]) -> str:
+        raise asyncio.CancelledError
+
+    results = await ex.run([use(0, "gives_up")])
+    assert results[0]["is_error"] is True
+    assert str(results[0]["content"]).startswith("Tool 'gives_up' was cancelled: "), results[0]
+
+
+@pytest.mark.asyncio
 async def test_return_shapes() -> None:
     ex = ferroloop.ToolExecutor()
 
