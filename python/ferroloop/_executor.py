@@ -22,7 +22,7 @@ import os
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, TypeVar, Union, overload
 
 from . import _native
-from ._args import optional_str_path
+from ._args import optional_str, optional_str_path
 from ._batches import AsyncClosing
 from ._events import ToolResult, TurnEvent
 
@@ -266,6 +266,7 @@ class ToolExecutor:
         if name is not None and not isinstance(name, str) and not callable(name):
             # It fell back to the function's name without a word (Node refuses it too).
             raise TypeError(f"tool name must be a str, got {type(name).__name__}")
+        optional_str("description", description)
 
         def register(function: F) -> F:
             self._native.register(

@@ -7,7 +7,7 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyFloat;
+use pyo3::types::{PyFloat, PyString};
 
 /// `value` as a `T`, or a `ValueError` naming `name` when it is negative (an `OverflowError`
 /// when `T` cannot hold it).
@@ -88,6 +88,36 @@ pub(crate) fn int_arg(name: &str, value: &Bound<'_, PyAny>) -> PyResult<i128> {
 /// [`int_arg`] for an optional argument (`None` is absent).
 pub(crate) fn int_arg_opt(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<i128>> {
     value.map(|value| int_arg(name, value)).transpose()
+}
+
+/// A `str` argument: a `TypeError` naming it otherwise (pyo3's conversion said "'int' object is
+/// not an instance of 'str'", the argument's name only in a note of the exception).
+pub(crate) fn str_arg(name: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
+    let text = value.cast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!("{name} must be a str, not {}", type_name(value)))
+    })?;
+    // A lone surrogate is pyo3's `UnicodeEncodeError`, as it was.
+    Ok(text.to_cow()?.into_owned())
+}
+
+/// [`str_arg`] for an optional argument (`None` is absent).
+pub(crate) fn str_arg_opt(
+    name: &str,
+    value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<String>> {
+    value.map(|value| str_arg(name, value)).transpose()
+}
+
+/// An optional `bool` argument (`None` is absent; what pyo3 takes as a `bool`): a `TypeError`
+/// naming it otherwise.
+pub(crate) fn bool_arg_opt(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
+    value
+        .map(|value| {
+            value
+                .extract::<bool>()
+                .map_err(|error| naming(name, "a bool", value, error))
+        })
+        .transpose()
 }
 
 /// A number argument (a `float`, an `int`, anything with `__float__`, as pyo3 takes it): a

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use serde_json::Value;
 
+use crate::args::{bool_arg_opt, str_arg_opt};
 use crate::client::provider_of;
 use crate::errors::{exclusive, ferroloop_error, shared, shield};
 use crate::events::event_to_py;
@@ -81,9 +82,14 @@ impl PyStreamDecoder {
     /// absent in Node's options.
     #[new]
     #[pyo3(signature = (provider = None, *, events = None))]
-    fn new(py: Python<'_>, provider: Option<&str>, events: Option<bool>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        provider: Option<&Bound<'_, PyAny>>,
+        events: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         shield(py, "StreamDecoder.__init__", || {
-            let provider = provider_of(provider)?;
+            let provider = provider_of(str_arg_opt("provider", provider)?.as_deref())?;
+            let events = bool_arg_opt("events", events)?;
             let mut decoder = StreamDecoder::for_provider(provider);
             if events == Some(false) {
                 use ferroloop::decode::EventDecoder as _;

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::args::{
     float_arg, float_arg_opt, float_text, int_arg, int_arg_opt, non_negative, non_negative_opt,
-    saturating_count, saturating_len,
+    saturating_count, saturating_len, str_arg,
 };
 use crate::errors::{exclusive, shared, shield};
 use crate::sse::{chunk_bytes, detach_if_large};
@@ -22,6 +22,16 @@ use crate::sse::{chunk_bytes, detach_if_large};
 fn family(name: &str) -> PyResult<Family> {
     name.parse::<Family>()
         .map_err(|err| PyValueError::new_err(err.to_string()))
+}
+
+/// A `tokenizer` argument (taken `from_py_with`), as the family's own name: a `TypeError`
+/// naming the argument for a value that is not a `str` (pyo3's conversion named neither it nor
+/// the type expected), a `ValueError` for an unknown family. Taken this way rather than as
+/// `&Bound<PyAny>` so that the default stays the literal `"claude"` of the signature, which
+/// Python's `__text_signature__` (and so stubtest) shows; a `&'static str`, which that default
+/// also is, as the extraction must not borrow from a `str` it may have had to copy.
+fn tokenizer_arg(value: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    Ok(family(&str_arg("tokenizer", value)?)?.name())
 }
 
 /// A value to count as JSON: a lone surrogate in a `str` inside it counts as U+FFFD, as in a
@@ -40,7 +50,11 @@ fn json_of(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 /// interpreter released.
 #[pyfunction]
 #[pyo3(signature = (obj, *, tokenizer = "claude"))]
-fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> PyResult<u64> {
+fn estimate_tokens(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    #[pyo3(from_py_with = tokenizer_arg)] tokenizer: &str,
+) -> PyResult<u64> {
     shield(py, "estimate_tokens", || {
         let family = family(tokenizer)?;
         if let Ok(text) = obj.cast::<PyString>() {
@@ -91,7 +105,7 @@ fn text_of<'a>(text: &'a Bound<'_, PyString>) -> PyResult<std::borrow::Cow<'a, s
 fn estimate_request<'py>(
     py: Python<'py>,
     body: &Bound<'py, PyAny>,
-    tokenizer: &str,
+    #[pyo3(from_py_with = tokenizer_arg)] tokenizer: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     shield(py, "estimate_request", || {
         let family = family(tokenizer)?;
@@ -239,7 +253,7 @@ impl PyContextBudget {
     #[pyo3(signature = (model, *, output_reserve_cap = None, autocompact_buffer = None, warning_buffer = None, blocking_buffer = None, autocompact_percent = None))]
     fn for_model(
         py: Python<'_>,
-        model: &str,
+        model: &Bound<'_, PyAny>,
         output_reserve_cap: Option<&Bound<'_, PyAny>>,
         autocompact_buffer: Option<&Bound<'_, PyAny>>,
         warning_buffer: Option<&Bound<'_, PyAny>>,
@@ -247,6 +261,7 @@ impl PyContextBudget {
         autocompact_percent: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.for_model", || {
+            let model = str_arg("model", model)?;
             let overrides = Overrides::of(
                 output_reserve_cap,
                 autocompact_buffer,
@@ -256,7 +271,7 @@ impl PyContextBudget {
             )?
             .checked()?;
             let budget =
-                ContextBudget::for_model_with_overrides(model, &ModelTable::default(), &overrides)
+                ContextBudget::for_model_with_overrides(&model, &ModelTable::default(), &overrides)
                     .map_err(budget_error)?;
             Ok(Self { budget })
         })
@@ -342,7 +357,10 @@ impl PyContextTracker {
     /// A tracker for a tokenizer family.
     #[new]
     #[pyo3(signature = (*, tokenizer = "claude"))]
-    fn new(py: Python<'_>, tokenizer: &str) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        #[pyo3(from_py_with = tokenizer_arg)] tokenizer: &str,
+    ) -> PyResult<Self> {
         shield(py, "ContextTracker.__init__", || {
             Ok(Self {
                 tracker: Box::new(ContextTracker::new(family(tokenizer)?)),
@@ -490,17 +508,19 @@ impl PyContextTracker {
     /// starts from the current factor; usage recorded before the selection stays but is no
     /// longer exact.
     #[setter]
-    fn set_model(slf: &Bound<'_, Self>, model: &str) -> PyResult<()> {
+    fn set_model(slf: &Bound<'_, Self>, model: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = slf.py();
         shield(py, "ContextTracker.model", || {
-            exclusive(slf, TRACKER)?.tracker.set_model(model);
+            let model = str_arg("model", model)?;
+            exclusive(slf, TRACKER)?.tracker.set_model(&model);
             Ok(())
         })
     }
 
     /// The correction factor `model` learned, or `None` if it was never selected.
-    fn correction_for(slf: &Bound<'_, Self>, model: &str) -> PyResult<Option<f64>> {
-        Ok(shared(slf, TRACKER)?.tracker.correction_for(model))
+    fn correction_for(slf: &Bound<'_, Self>, model: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+        let model = str_arg("model", model)?;
+        Ok(shared(slf, TRACKER)?.tracker.correction_for(&model))
     }
 
     /// Total bytes fed to the estimator so far (unchanged messages cost nothing again).
@@ -526,7 +546,11 @@ impl PyContextTracker {
 /// `ExactCountingUnavailableError` for the others when the extension was built without the
 /// `exact` feature.
 #[pyfunction]
-fn count_tokens(py: Python<'_>, text: &Bound<'_, PyAny>, tokenizer: &str) -> PyResult<u64> {
+fn count_tokens(
+    py: Python<'_>,
+    text: &Bound<'_, PyAny>,
+    #[pyo3(from_py_with = tokenizer_arg)] tokenizer: &str,
+) -> PyResult<u64> {
     shield(py, "count_tokens", || {
         let family = family(tokenizer)?;
         let text = text
@@ -584,7 +608,10 @@ impl PyTextEstimator {
     /// An estimator for a tokenizer family, before any text.
     #[new]
     #[pyo3(signature = (*, tokenizer = "claude"))]
-    fn new(py: Python<'_>, tokenizer: &str) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        #[pyo3(from_py_with = tokenizer_arg)] tokenizer: &str,
+    ) -> PyResult<Self> {
         shield(py, "TextEstimator.__init__", || {
             Ok(Self {
                 estimator: TextEstimator::new(family(tokenizer)?),

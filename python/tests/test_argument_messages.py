@@ -122,6 +122,57 @@ def test_an_argument_of_the_wrong_type_is_a_type_error_naming_it(name: str, call
     assert name in str(raised.value), str(raised.value)
 
 
+def tracker_with_model(value: Any) -> None:
+    tracker = ferroloop.ContextTracker()
+    tracker.model = value
+
+
+# pyo3's own conversion of a str argument said "'int' object is not an instance of 'str'"
+# (the argument's name only in a note), naming neither the argument nor the type expected.
+WRONG_STRS: list[tuple[str, Callable[[], object]]] = [
+    ("model", lambda: ferroloop.ContextBudget.for_model(5)),  # type: ignore[arg-type]
+    ("model", lambda: tracker_with_model(5)),
+    ("model", lambda: ferroloop.ContextTracker().correction_for(5)),  # type: ignore[arg-type]
+    ("tokenizer", lambda: ferroloop.ContextTracker(tokenizer=5)),  # type: ignore[arg-type]
+    ("tokenizer", lambda: ferroloop.TextEstimator(tokenizer=5)),  # type: ignore[arg-type]
+    ("tokenizer", lambda: ferroloop.estimate_tokens("x", tokenizer=5)),  # type: ignore[arg-type]
+    ("tokenizer", lambda: ferroloop.estimate_request({"messages": []}, tokenizer=5)),  # type: ignore[arg-type]
+    ("tokenizer", lambda: ferroloop.count_tokens("x", 5)),  # type: ignore[arg-type]
+    ("provider", lambda: ferroloop.StreamDecoder(5)),  # type: ignore[arg-type]
+    ("description", lambda: ferroloop.ToolExecutor().tool(name="t", description=5)(lambda i: "x")),  # type: ignore[call-overload]
+]
+
+
+@pytest.mark.parametrize("name,call", WRONG_STRS, ids=[f"{w[0]}-{i}" for i, w in enumerate(WRONG_STRS)])
+def test_a_str_argument_of_another_type_names_it_and_the_type_expected(name: str, call: Callable[[], object]) -> None:
+    with pytest.raises(TypeError) as raised:
+        call()
+    # str(), not `match`, which also reads the exception's notes (pyo3 notes "while processing
+    # 'tokenizer'" on an error raised converting an argument).
+    assert str(raised.value) == f"{name} must be a str, not int"
+
+
+def test_stream_decoder_events_of_another_type_names_it() -> None:
+    with pytest.raises(TypeError, match=r"^events must be a bool, not int$"):
+        ferroloop.StreamDecoder(events=5)  # type: ignore[arg-type]
+
+
+def test_str_arguments_still_take_their_defaults_and_str_values() -> None:
+    assert ferroloop.ContextTracker().tokenizer == "claude"
+    assert ferroloop.ContextTracker(tokenizer="o200k_base").tokenizer == "o200k"
+    default, claude = ferroloop.TextEstimator(), ferroloop.TextEstimator(tokenizer="claude")
+    default.feed("hello world")
+    claude.feed("hello world")
+    assert default.estimate() == claude.estimate() > 0
+    assert ferroloop.estimate_tokens("hello") == ferroloop.estimate_tokens("hello", tokenizer="claude")
+    assert ferroloop.StreamDecoder().provider == "anthropic"
+    assert ferroloop.StreamDecoder(None, events=None).provider == "anthropic"
+    assert ferroloop.StreamDecoder("openai-chat", events=False).provider == "openai-chat"
+    assert ferroloop.ContextBudget.for_model("claude-sonnet-4-5").window > 0
+    with pytest.raises(ValueError, match="unknown tokenizer family"):
+        ferroloop.ContextTracker(tokenizer="nope")  # type: ignore[arg-type]
+
+
 @pytest.mark.asyncio
 async def test_a_tool_use_list_with_a_hole_names_the_entry_and_what_it_is() -> None:
     executor = ferroloop.ToolExecutor()
