@@ -2,8 +2,8 @@
 
 use ferroloop::tokens::budget::{BudgetOverrides, InvalidBudget};
 use ferroloop::tokens::{
-    ContextBudget, ContextTracker, Family, ModelTable, TextEstimator, Usage, estimate_bytes,
-    estimate_request_body, estimate_text, estimate_value,
+    ContextBudget, ContextTracker, Family, InvalidUsage, ModelTable, TextEstimator, Usage,
+    estimate_bytes, estimate_request_body, estimate_text, estimate_value,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -128,9 +128,9 @@ fn estimate_request<'py>(
 
 /// A usage dict as JSON for [`Usage::parse`]: a float JSON cannot hold (`nan`, `inf`) or an int
 /// past 64 bits at its top level crosses as its text, so the core refuses it naming the field
-/// and the value given. The conversion to JSON makes the first `null`, which a usage reads as
-/// absent: a `nan` input made the usage "output only", ignored without a word (as Node's
-/// `recordUsage` does with `NaN`); the second a float, shown in the error as one.
+/// ([`usage_error`] then shows the value as given). The conversion to JSON makes the first
+/// `null`, which a usage reads as absent: a `nan` input made the usage "output only", ignored
+/// without a word (as Node's `recordUsage` does with `NaN`); the second its nearest float.
 fn usage_json(usage: &Bound<'_, PyAny>) -> PyResult<Value> {
     let mut value = json_of(usage)?;
     if let (Ok(dict), Value::Object(fields)) = (usage.cast::<PyDict>(), &mut value) {
@@ -138,9 +138,9 @@ fn usage_json(usage: &Bound<'_, PyAny>) -> PyResult<Value> {
             let Ok(key) = key.extract::<String>() else {
                 continue;
             };
-            // Values JSON cannot hold as they are, kept as their text so that the error names
-            // what the caller passed: `nan`, and an int past 64 bits (which would otherwise be
-            // read as its nearest float and shown as `1.8446744073709552e19`).
+            // Values JSON cannot hold as they are, kept as their text so that the core refuses
+            // them: `nan` (which would be `null`, absent), and an int past 64 bits (which would
+            // be its nearest float, refused too, but as a count no one gave).
             if let Ok(number) = item.cast::<PyFloat>()
                 && !number.value().is_finite()
             {
@@ -155,6 +155,29 @@ fn usage_json(usage: &Bound<'_, PyAny>) -> PyResult<Value> {
         }
     }
     Ok(value)
+}
+
+/// The core's refusal of a usage as a `ValueError`, the value refused written as Python writes
+/// it (`repr`). The core writes it as JSON, which showed `nan` and an int past 64 bits (handed
+/// over as their text, see [`usage_json`]) as strings (`got "nan"`), `True` as `true`, a `str`
+/// in double quotes: values the caller did not write.
+fn usage_error(usage: &Bound<'_, PyAny>, error: InvalidUsage) -> PyErr {
+    let error = match error {
+        InvalidUsage::NotACount { field, value } => {
+            let shown = usage
+                .cast::<PyDict>()
+                .ok()
+                .and_then(|dict| dict.get_item(field).ok().flatten())
+                .and_then(|item| item.repr().ok())
+                .map_or(value, |repr| repr.to_string());
+            InvalidUsage::NotACount {
+                field,
+                value: shown,
+            }
+        }
+        other => other,
+    };
+    PyValueError::new_err(error.to_string())
 }
 
 /// The optional settings of a `ContextBudget` (unset ones keep Claude Code's defaults).
@@ -448,8 +471,8 @@ impl PyContextTracker {
             let covered = covered
                 .map(|covered| saturating_len("covered", covered))
                 .transpose()?;
-            let usage = Usage::parse(&usage_json(usage)?)
-                .map_err(|error| PyValueError::new_err(error.to_string()))?;
+            let usage =
+                Usage::parse(&usage_json(usage)?).map_err(|error| usage_error(usage, error))?;
             let mut this = exclusive(slf, TRACKER)?;
             match covered {
                 Some(covered) => this.tracker.record_usage_at(usage, covered),

@@ -68,6 +68,20 @@ def test_a_usage_count_of_nan_is_written_as_python_writes_it() -> None:
     assert "nan" in str(raised.value) and "NaN" not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    "value",
+    [math.nan, math.inf, -math.inf, 2**70, -(2**70), -1, 1.5, 5.0, "5", True, [1], {"n": 1}],
+    ids=repr,
+)
+def test_a_refused_usage_count_is_written_as_python_writes_it(value: Any) -> None:
+    # The core names the value as JSON: `got "nan"`, `got "1180591620717411303424"` (the
+    # binding hands it those as text), `got true`, `got "5"` for the str '5'.
+    tracker = ferroloop.ContextTracker()
+    with pytest.raises(ValueError) as raised:
+        tracker.record_usage({"input_tokens": value, "output_tokens": 1})
+    assert str(raised.value) == f"usage field `input_tokens` must be a non-negative integer, got {value!r}"
+
+
 class StrPath:
     def __fspath__(self) -> str:
         return "/tmp/ferroloop-spill-test"

@@ -126,9 +126,9 @@ def test_a_usage_count_past_64_bits_is_refused_naming_the_int_given() -> None:
     # It was named as its nearest float, 1.8446744073709552e+19: neither what was passed nor
     # an integer.
     tracker = ferroloop.ContextTracker()
-    with pytest.raises(ValueError, match=r"^usage field `input_tokens` must be a non-negative integer, got \"18446744073709551616\"$"):
+    with pytest.raises(ValueError, match=r"^usage field `input_tokens` must be a non-negative integer, got 18446744073709551616$"):
         tracker.record_usage({"input_tokens": 2**64, "output_tokens": 1})
-    with pytest.raises(ValueError, match=r"got \"-18446744073709551616\"$"):
+    with pytest.raises(ValueError, match=r"got -18446744073709551616$"):
         tracker.record_usage({"input_tokens": -(2**64), "output_tokens": 1})
 
 
