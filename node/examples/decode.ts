@@ -1,5 +1,6 @@
 // Decode a recorded Anthropic stream with types (checked by `tsc --noEmit`).
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { StreamDecoder, StreamTruncatedError, type DecodeEvent, type DecodeErrorDetail } from 'ferroloop'
 
 // Narrowing on `type` gives each event its own fields' types: every member, each field at its
@@ -81,7 +82,10 @@ function describe(e: DecodeEvent): string {
 }
 
 const decoder = new StreamDecoder({ provider: 'anthropic' })
-const bytes = readFileSync('../tests/fixtures/anthropic/tool_use_response.sse')
+// Relative to this file, not to the working directory (it worked from node/ only). `__dirname`:
+// this package has no `"type": "module"`, so tsc (NodeNext) treats the file as CommonJS, where
+// `import.meta` is an error.
+const bytes = readFileSync(join(__dirname, '../../tests/fixtures/anthropic/tool_use_response.sse'))
 for (let i = 0; i < bytes.length; i += 1460) {
   for (const event of decoder.feed(bytes.subarray(i, i + 1460))) {
     const e: DecodeEvent = event
