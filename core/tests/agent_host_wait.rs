@@ -102,6 +102,17 @@ fn start(agent: &Agent, wait: &HostWait) -> AgentRun {
     agent.run_messages_with(vec![json!({"role": "user", "content": "go"})], options)
 }
 
+/// A run of [`agent`] (`with_timed`), read until its calls were made: the answers owed, the
+/// run's `HostWait`, the run and its events so far.
+async fn called(with_timed: bool) -> (Owed, HostWait, AgentRun, Vec<AgentEvent>) {
+    let owed = Owed::default();
+    let wait = HostWait::new();
+    let mut run = start(&agent(&owed, with_timed), &wait);
+    let mut events = Vec::new();
+    until_called(&mut run, &owed, if with_timed { 2 } else { 1 }, &mut events).await;
+    (owed, wait, run, events)
+}
+
 /// Reads events into `seen` until `owed` holds `calls` calls.
 async fn until_called(run: &mut AgentRun, owed: &Owed, calls: usize, seen: &mut Vec<AgentEvent>) {
     while owed.lock().unwrap().len() < calls {
@@ -131,13 +142,11 @@ fn stop_reason(events: &[AgentEvent]) -> StopReason {
 
 #[tokio::test]
 async fn a_run_waits_on_its_host_while_settling_the_host_tools_calls() {
-    let owed = Owed::default();
-    let agent = agent(&owed, false);
-    let wait = HostWait::new();
-    assert!(!wait.waits_only_on_host(), "not attached to a run yet");
-    let mut run = start(&agent, &wait);
-    let mut events = Vec::new();
-    until_called(&mut run, &owed, 1, &mut events).await;
+    assert!(
+        !HostWait::new().waits_only_on_host(),
+        "not attached to a run"
+    );
+    let (owed, wait, run, mut events) = called(false).await;
     tokio::time::timeout(Duration::from_secs(10), wait.became_idle())
         .await
         .expect("the run came to wait on its host");
@@ -154,12 +163,7 @@ async fn a_run_waits_on_its_host_while_settling_the_host_tools_calls() {
 
 #[tokio::test]
 async fn a_timed_call_keeps_the_run_working_until_it_is_answered() {
-    let owed = Owed::default();
-    let agent = agent(&owed, true);
-    let wait = HostWait::new();
-    let mut run = start(&agent, &wait);
-    let mut events = Vec::new();
-    until_called(&mut run, &owed, 2, &mut events).await;
+    let (owed, wait, mut run, mut events) = called(true).await;
     answer(&owed, &wait, "h1");
     // The run looks at h1's answer and goes back to waiting on t1, whose timeout it runs.
     loop {
@@ -183,12 +187,7 @@ async fn a_timed_call_keeps_the_run_working_until_it_is_answered() {
 
 #[tokio::test]
 async fn a_cancelled_run_does_not_wait_on_its_host() {
-    let owed = Owed::default();
-    let agent = agent(&owed, false);
-    let wait = HostWait::new();
-    let mut run = start(&agent, &wait);
-    let mut events = Vec::new();
-    until_called(&mut run, &owed, 1, &mut events).await;
+    let (_owed, wait, run, mut events) = called(false).await;
     tokio::time::timeout(Duration::from_secs(10), wait.became_idle())
         .await
         .unwrap();

@@ -79,6 +79,22 @@ fn executor(tools: Vec<HostTool>, config: ExecutorConfig) -> ToolExecutor {
     ToolExecutor::builder(registry).config(config).build()
 }
 
+/// `timed`: a one-second timeout, and a future (when the turn calls it) that never completes.
+fn hanging_timed() -> HostTool {
+    let mut timed = HostTool::new("timed", true);
+    timed.timeout = Some(Duration::from_secs(1));
+    timed.hangs = true;
+    timed
+}
+
+/// A cleanup grace of 100 ms.
+fn short_grace() -> ExecutorConfig {
+    ExecutorConfig {
+        cleanup_grace: Duration::from_millis(100),
+        ..ExecutorConfig::default()
+    }
+}
+
 /// Polls the turn until it would block: its events, and whether it ended.
 fn step(turn: &mut Turn) -> (Vec<TurnEvent>, bool) {
     let waker = futures::task::noop_waker();
@@ -244,14 +260,10 @@ async fn cancelling_aborts_host_calls_and_one_grace_bounds_them() {
 
 #[tokio::test(start_paused = true)]
 async fn a_turn_waits_only_on_its_host_while_no_future_or_grace_of_its_own_runs() {
-    let mut timed = HostTool::new("timed", true);
-    timed.timeout = Some(Duration::from_secs(1));
-    timed.hangs = true;
-    let config = ExecutorConfig {
-        cleanup_grace: Duration::from_millis(100),
-        ..ExecutorConfig::default()
-    };
-    let exec = executor(vec![HostTool::new("host", true), timed], config);
+    let exec = executor(
+        vec![HostTool::new("host", true), hanging_timed()],
+        short_grace(),
+    );
     let mut turn = exec.turn();
     turn.enable_external_calls();
     step(&mut turn);
@@ -299,14 +311,10 @@ async fn a_turn_calling_host_tools_through_futures_waits_on_its_host_while_they_
     // which wait for the host alone unless a timeout races them.
     let mut host = HostTool::new("host", true);
     host.hangs = true;
-    let mut timed = HostTool::new("timed", true);
-    timed.timeout = Some(Duration::from_secs(1));
-    timed.hangs = true;
-    let config = ExecutorConfig {
-        cleanup_grace: Duration::from_millis(100),
-        ..ExecutorConfig::default()
-    };
-    let exec = executor(vec![host, timed, HostTool::new("quick", true)], config);
+    let exec = executor(
+        vec![host, hanging_timed(), HostTool::new("quick", true)],
+        short_grace(),
+    );
     let mut turn = exec.turn();
     submit(&turn, &[("h0", "host"), ("q1", "quick")]);
     let (events, _) = step(&mut turn);
