@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::output::truncate_line;
-use super::walk::{ENTRIES_PER_CANCEL_CHECK, walker, without_leading_dot_slash};
+use super::walk::{ENTRIES_PER_CANCEL_CHECK, walker, walker_keeping, without_leading_dot_slash};
 use super::{ToolFailure, Workspace, parse_input, run_blocking};
 
 /// Limits of the `grep` tool.
@@ -194,10 +194,17 @@ impl GrepTool {
         run_blocking(&cancel, move || {
             std::fs::metadata(&base)
                 .map_err(|error| ToolFailure::io("search", &shown_base, error))?;
-            let mut walk = walker(&search.workspace, &base);
-            if let Some(overrides) = overrides {
-                walk.overrides(overrides);
-            }
+            // The glob only narrows the walk. Handed to the walker as overrides (as ripgrep
+            // does with `-g`) a glob that matches an ignored file or directory (`*`, `*.rs`)
+            // would whitelist it past `.gitignore`, and the search would go through `target/`
+            // or `node_modules/` although the tool promises to skip ignored files.
+            let walk = match overrides {
+                None => walker(&search.workspace, &base),
+                Some(overrides) => walker_keeping(&search.workspace, &base, move |entry| {
+                    let is_dir = entry.file_type().is_some_and(|kind| kind.is_dir());
+                    !overrides.matched(entry.path(), is_dir).is_ignore()
+                }),
+            };
             search.run(walk.build(), &matcher, searcher)
         })
         .await
@@ -662,6 +669,34 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(none, "No matches found");
+    }
+
+    #[tokio::test]
+    async fn a_glob_filter_does_not_bring_back_ignored_files() {
+        // The glob narrows the search; it must not let `.gitignore`d files and directories in
+        // (ripgrep's override globs, used as such, would whitelist whatever they match).
+        let (dir, tool) = tree();
+        std::fs::write(dir.path().join("gen.rs"), "// TODO: generated too\n").unwrap();
+        let gitignore = dir.path().join(".gitignore");
+        std::fs::write(&gitignore, "target/\ngen.rs\n").unwrap();
+        for glob in ["*.rs", "*", "**", "target/**"] {
+            let out = call(&tool, json!({"pattern": "TODO", "glob": glob}))
+                .await
+                .unwrap();
+            assert!(
+                !out.contains("target/") && !out.contains("gen.rs"),
+                "{glob}: {out}"
+            );
+        }
+        let out = call(&tool, json!({"pattern": "TODO", "glob": "*.rs"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "src/a.rs\n");
+        // A negated glob still prunes what it names, directories included.
+        let out = call(&tool, json!({"pattern": "TODO|todo", "glob": "!src/"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "notes.md\n");
     }
 
     /// Writes `text` to `file` and greps it in content mode with `context` lines around each

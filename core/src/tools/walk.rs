@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use ignore::WalkBuilder;
+use ignore::{DirEntry, WalkBuilder};
 
 use super::Workspace;
 
@@ -20,6 +20,16 @@ use super::Workspace;
 /// the crate (with `require_git(false)`) would read every ancestor's `.gitignore` and `.ignore`
 /// up to `/`, so a stray `~/.gitignore` or `/tmp/.gitignore` would hide the workspace's files.
 pub(crate) fn walker(workspace: &Workspace, base: &Path) -> WalkBuilder {
+    walker_keeping(workspace, base, |_| true)
+}
+
+/// [`walker`], also skipping the entries (directories pruned with their contents) for which
+/// `keep` is false. `keep` can only narrow the walk: what the ignore files exclude stays
+/// excluded whatever it says.
+pub(crate) fn walker_keeping<F>(workspace: &Workspace, base: &Path, keep: F) -> WalkBuilder
+where
+    F: Fn(&DirEntry) -> bool + Send + Sync + 'static,
+{
     let mut builder = WalkBuilder::new(base);
     builder
         .hidden(false)
@@ -30,7 +40,7 @@ pub(crate) fn walker(workspace: &Workspace, base: &Path) -> WalkBuilder {
         .parents(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|entry| entry.file_name() != ".git")
+        .filter_entry(move |entry| entry.file_name() != ".git" && keep(entry))
         .sort_by_file_name(|a, b| a.cmp(b));
     add_ancestor_ignore_files(&mut builder, workspace.root(), base);
     builder
