@@ -981,3 +981,79 @@ async fn read_can_open_the_spill_file_a_preview_points_to() {
         assert!(text(refused).contains("outside"), "{}", text(refused));
     }
 }
+
+/// Every size `file` had while `writes` ran, as seen by a reader polling it meanwhile.
+async fn sizes_seen_during(file: &Path, writes: impl std::future::Future<Output = ()>) -> Vec<u64> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (file, stop) = (file.to_path_buf(), stop.clone());
+        std::thread::spawn(move || {
+            let mut sizes = std::collections::BTreeSet::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(metadata) = std::fs::metadata(&file) {
+                    sizes.insert(metadata.len());
+                }
+            }
+            sizes
+        })
+    };
+    writes.await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap().into_iter().collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn write_and_edit_replace_a_file_whole_never_leaving_it_truncated() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    // A write that stops halfway (a full disk, a crash) must leave the old text, not a cut
+    // one: another process never sees the file anything but whole, old or new.
+    let (dir, workspace) = workspace();
+    let path = dir.path().join("big.txt");
+    let old = "a".repeat(4 << 20);
+    let new = "b".repeat(4 << 20);
+    std::fs::write(&path, &old).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let read = tool("read", &workspace);
+    let write = tool("write", &workspace);
+    let edit = tool("edit", &workspace);
+    let sizes = sizes_seen_during(&path, async {
+        for round in 0..4 {
+            read.call(json!({"file_path": "big.txt", "limit": 1}), CancellationToken::new())
+                .await
+                .unwrap();
+            let content = if round % 2 == 0 { &new } else { &old };
+            write
+                .call(
+                    json!({"file_path": "big.txt", "content": content}),
+                    CancellationToken::new(),
+                )
+                .await
+                .unwrap();
+        }
+        edit.call(
+            json!({"file_path": "big.txt", "old_string": "a", "new_string": "cc", "replace_all": true}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    })
+    .await;
+    let whole = [4u64 << 20, 8 << 20];
+    assert!(
+        sizes.iter().all(|size| whole.contains(size)),
+        "sizes seen: {sizes:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "cc".repeat(4 << 20)
+    );
+    // The replacement keeps the file's permissions, and leaves no temporary file behind.
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o750);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["big.txt"]);
+}

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::output::{Utf16, looks_binary};
+use super::write::replace_file;
 use super::{ToolFailure, Workspace, parse_input, run_to_completion};
 
 /// Replaces an exact string in a file. Not concurrency-safe.
@@ -154,7 +155,7 @@ fn edit_file(workspace: &Workspace, path: &Path, input: &EditInput) -> Result<St
         Some(encoding) => encoding.encode(&edited),
         None => edited.into_bytes(),
     };
-    std::fs::write(path, edited).map_err(|error| ToolFailure::io("write", shown, error))?;
+    replace_file(path, &edited).map_err(|error| ToolFailure::io("write", shown, error))?;
     workspace.note_written(path);
     let noun = if count == 1 {
         "occurrence"

@@ -1,6 +1,12 @@
 //! `write`: create or overwrite a file inside the workspace, creating parent directories.
 
-use std::path::Path;
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, Metadata};
+use std::io::{self, Write as _};
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -94,7 +100,8 @@ fn write_file(
         std::fs::create_dir_all(parent)
             .map_err(|error| ToolFailure::io("create the parent directories of", shown, error))?;
     }
-    std::fs::write(path, content).map_err(|error| ToolFailure::io("write", shown, error))?;
+    replace_file(path, content.as_bytes())
+        .map_err(|error| ToolFailure::io("write", shown, error))?;
     workspace.note_written(path);
     let lines = content.lines().count();
     let verb = if existed { "Overwrote" } else { "Created" };
@@ -102,6 +109,120 @@ fn write_file(
         "{verb} '{shown}' ({} bytes, {lines} lines)",
         content.len()
     ))
+}
+
+/// Makes `bytes` the content of `path` (a resolved path whose parent directory exists) as one
+/// step: they are written to a temporary file beside it, which then takes its place by
+/// `rename`. A write cut short (a full disk, a crash, a killed process) thus leaves the old file
+/// whole rather than truncated, and no reader ever sees half of the new text. The file keeps
+/// its permissions (and its owner, where the process may set it).
+///
+/// A file the process may not write is refused as an in-place write would refuse it. The file
+/// is written in place instead, as `std::fs::write` would, where a new file cannot
+/// take its place unnoticed: a file with other hard links (they would keep the old text), one
+/// whose owner cannot be given to the new file, or one in a directory this process may not
+/// create files in.
+pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let existing = match std::fs::metadata(path) {
+        Ok(metadata) => Some(metadata),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+        Err(error) => return Err(error),
+    };
+    if existing.is_some() {
+        // A rename needs only the directory's permission: without this, a file made read-only
+        // (or immutable) to protect it would be replaced all the same. Opening it for writing,
+        // as an in-place write would, asks the file's own permission.
+        File::options().write(true).open(path)?;
+    }
+    if existing
+        .as_ref()
+        .is_some_and(|metadata| metadata.nlink() > 1)
+    {
+        return std::fs::write(path, bytes);
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return std::fs::write(path, bytes);
+    };
+    let (temporary, mut file) = match create_temporary(dir, name) {
+        Ok(created) => created,
+        Err(error) if error.kind() == io::ErrorKind::PermissionDenied => {
+            return std::fs::write(path, bytes);
+        }
+        Err(error) => return Err(error),
+    };
+    let written = (|| {
+        if let Some(metadata) = &existing {
+            if !keep_owner(&file, metadata) {
+                return Ok(false);
+            }
+            file.set_permissions(metadata.permissions())?;
+        }
+        file.write_all(bytes)?;
+        // Without it a power loss soon after the rename may leave an empty file on some file
+        // systems: the rename can reach the disk before the data.
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)?;
+        Ok(true)
+    })();
+    match written {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            drop(file);
+            let _ = std::fs::remove_file(&temporary);
+            std::fs::write(path, bytes)
+        }
+        Err(error) => {
+            let _ = std::fs::remove_file(&temporary);
+            Err(error)
+        }
+    }
+}
+
+/// Bytes of the file's name that the name of its temporary file repeats.
+const TEMPORARY_NAME_PREFIX_BYTES: usize = 64;
+
+/// A new file beside `name` in `dir`, named so that no other writer (another tool call,
+/// another process) picks the same name, and hidden so that a stray one left by a crash is
+/// not taken for part of the project.
+fn create_temporary(dir: &Path, name: &OsStr) -> io::Result<(PathBuf, File)> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut last_error = None;
+    for _ in 0..16 {
+        let mut temporary_name = OsString::from(".");
+        // Only the start of the name: the file's own name may already be as long as the file
+        // system allows, and the temporary one must fit too.
+        temporary_name.push(OsStr::from_bytes(
+            &name.as_bytes()[..name.len().min(TEMPORARY_NAME_PREFIX_BYTES)],
+        ));
+        temporary_name.push(format!(
+            ".ferroloop-{}-{}.tmp",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let temporary = dir.join(temporary_name);
+        match File::options()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+        {
+            Ok(file) => return Ok((temporary, file)),
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => last_error = Some(error),
+            Err(error) => return Err(error),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| io::Error::other("no free temporary file name")))
+}
+
+/// Gives `file` the owner and group of the file it replaces; false when that is not allowed
+/// (a file of another user, unless the process is privileged).
+fn keep_owner(file: &File, metadata: &Metadata) -> bool {
+    let Ok(current) = file.metadata() else {
+        return false;
+    };
+    if current.uid() == metadata.uid() && current.gid() == metadata.gid() {
+        return true;
+    }
+    std::os::unix::fs::fchown(file, Some(metadata.uid()), Some(metadata.gid())).is_ok()
 }
 
 #[cfg(test)]
@@ -176,6 +297,56 @@ mod tests {
             .collect();
         outside.sort();
         assert_eq!(outside, vec![dir.path().file_name().unwrap().to_owned()]);
+    }
+
+    #[tokio::test]
+    async fn a_file_with_the_longest_name_allowed_can_be_overwritten() {
+        // The temporary file beside it must fit the file system's name limit too.
+        let (_outer, dir, tool) = tool();
+        let name = "n".repeat(255);
+        std::fs::write(dir.path().join(&name), "old").unwrap();
+        let metadata = std::fs::metadata(dir.path().join(&name)).unwrap();
+        tool.workspace.note_seen(
+            &dir.path().join(&name),
+            crate::tools::workspace::FileStamp::of(&metadata),
+        );
+        call(&tool, json!({"file_path": name, "content": "new"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(&name)).unwrap(),
+            "new"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_the_process_may_not_write_is_not_replaced() {
+        use std::os::unix::fs::PermissionsExt as _;
+
+        // A privileged process may write any file: there is nothing to see.
+        // SAFETY: `geteuid` has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            return;
+        }
+        // A file made read-only stays as it is, although the directory would let a new file
+        // be renamed over it.
+        let (_outer, dir, tool) = tool();
+        let path = dir.path().join("locked.txt");
+        std::fs::write(&path, "keep me").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let metadata = std::fs::metadata(&path).unwrap();
+        tool.workspace
+            .note_seen(&path, crate::tools::workspace::FileStamp::of(&metadata));
+        let failure = call(&tool, json!({"file_path": "locked.txt", "content": "x"}))
+            .await
+            .unwrap_err();
+        assert!(
+            failure
+                .to_string()
+                .starts_with("Cannot write 'locked.txt': Permission denied"),
+            "{failure}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
     }
 
     #[tokio::test]
