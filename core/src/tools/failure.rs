@@ -27,6 +27,17 @@ pub enum ToolFailure {
     /// A text file was expected but the path names something else.
     #[error("'{0}' is not a regular file")]
     NotAFile(String),
+    /// `write`: a component of the path's directory is an existing file, so the directories
+    /// the new file needs cannot be created.
+    #[error(
+        "Cannot create '{path}': '{file}' is a file, not a directory; choose another path or remove the file first"
+    )]
+    ParentIsAFile {
+        /// The path as the model gave it.
+        path: String,
+        /// The file in the way, relative to the workspace root.
+        file: String,
+    },
     /// The file holds binary data (a NUL byte was found), which the text tools refuse.
     #[error(
         "'{0}' appears to be a binary file (it contains NUL bytes); only text files can be read or edited"

@@ -97,8 +97,20 @@ fn write_file(
         Err(_) => false,
     };
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|error| ToolFailure::io("create the parent directories of", shown, error))?;
+        std::fs::create_dir_all(parent).map_err(|error| {
+            // The OS says "File exists" or "Not a directory" without naming the file in the
+            // way; the model needs its name to choose another path.
+            match parent
+                .ancestors()
+                .find(|dir| std::fs::metadata(dir).is_ok_and(|metadata| !metadata.is_dir()))
+            {
+                Some(file) => ToolFailure::ParentIsAFile {
+                    path: shown.to_owned(),
+                    file: workspace.display_relative(file),
+                },
+                None => ToolFailure::io("create the parent directories of", shown, error),
+            }
+        })?;
     }
     replace_file(path, content.as_bytes())
         .map_err(|error| ToolFailure::io("write", shown, error))?;
@@ -347,6 +359,24 @@ mod tests {
             "{failure}"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
+    }
+
+    #[tokio::test]
+    async fn a_file_where_a_parent_directory_should_be_is_named() {
+        let (_outer, dir, tool) = tool();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "x").unwrap();
+        for path in ["src/lib.rs/mod.rs", "src/lib.rs/deeper/mod.rs"] {
+            let failure = call(&tool, json!({"file_path": path, "content": "x"}))
+                .await
+                .unwrap_err();
+            assert_eq!(
+                failure.to_string(),
+                format!(
+                    "Cannot create '{path}': 'src/lib.rs' is a file, not a directory; choose another path or remove the file first"
+                )
+            );
+        }
     }
 
     #[tokio::test]
