@@ -223,10 +223,23 @@ impl BashTool {
                 Ok(())
             });
         }
-        let mut child = shell.spawn().map_err(|error| ToolFailure::Io {
-            operation: "start",
-            path: self.shell.display().to_string(),
-            source: error,
+        let mut child = shell.spawn().map_err(|error| {
+            // A working directory that is gone fails the spawn with ENOENT, which would read as
+            // "no such shell" and send the model looking for a missing bash.
+            let root = self.workspace.root();
+            if root.is_dir() {
+                ToolFailure::Io {
+                    operation: "start",
+                    path: self.shell.display().to_string(),
+                    source: error,
+                }
+            } else {
+                ToolFailure::Io {
+                    operation: "run commands in the workspace root",
+                    path: root.display().to_string(),
+                    source: error,
+                }
+            }
         })?;
         let group = child
             .id()
@@ -472,6 +485,27 @@ mod tests {
         assert_eq!(out, "started\nExit code: 0");
         let pid = std::fs::read_to_string(dir.path().join("bg.pid")).unwrap();
         assert!(crate::tools::test_support::process_is_gone(pid.trim()));
+    }
+
+    #[tokio::test]
+    async fn a_workspace_root_that_is_gone_is_named_not_the_shell() {
+        // The kernel reports a missing working directory as the program not being found.
+        let outer = tempfile::tempdir().unwrap();
+        let root = outer.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        let tool = BashTool::new(Workspace::new(&root).unwrap());
+        std::fs::remove_dir(&root).unwrap();
+        let message = call(&tool, json!({"command": "true"}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with(&format!(
+                "Cannot run commands in the workspace root '{}': ",
+                tool.workspace.root().display()
+            )),
+            "{message}"
+        );
     }
 
     #[tokio::test]
