@@ -1057,3 +1057,42 @@ async fn write_and_edit_replace_a_file_whole_never_leaving_it_truncated() {
         .collect();
     assert_eq!(names, ["big.txt"]);
 }
+
+#[tokio::test]
+async fn a_file_replaced_by_another_of_the_same_size_and_time_counts_as_changed() {
+    // Editors, `sed -i` and formatters replace a file by renaming a new one over it. On a file
+    // system with coarse timestamps (a jiffy on Linux, 2 s on FAT) the new file may carry the
+    // old one's time, and an edit of the same length keeps the size: only the inode tells.
+    let (dir, workspace) = workspace();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, "debug = false\n").unwrap();
+    tool("read", &workspace)
+        .call(
+            json!({"file_path": "config.toml"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let replacement = dir.path().join(".config.toml.new");
+    std::fs::write(&replacement, "debug = true!\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&replacement)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    std::fs::rename(&replacement, &path).unwrap();
+    let failure = tool("write", &workspace)
+        .call(
+            json!({"file_path": "config.toml", "content": "debug = 0\n"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(failure, ToolFailure::ChangedSinceRead(_)),
+        "{failure:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "debug = true!\n");
+}

@@ -58,8 +58,8 @@ pub enum ToolFailure {
         "'{0}' has not been read yet; read it before changing it, so that nothing in it is lost"
     )]
     NotReadYet(String),
-    /// `write` over an existing file, or `edit`: the file changed (size or modification time)
-    /// since it was last read, by a command, the user or another program.
+    /// `write` over an existing file, or `edit`: the file changed (size, modification time or
+    /// inode) since it was last read, by a command, the user or another program.
     #[error(
         "'{0}' has changed since it was last read (by a command, the user or another program); read it again before changing it"
     )]

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::Metadata;
 use std::io;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
@@ -25,12 +26,20 @@ use super::ToolFailure;
 /// its file must then be read again before it is changed (the safe direction).
 const SEEN_FILES_CAP: usize = 65_536;
 
-/// What a tool last saw of a file: its size and modification time. A file whose stamp differs
-/// from the one recorded when it was read has been changed by something else since.
+/// What a tool last saw of a file: its size, modification time and identity (device and
+/// inode). A file whose stamp differs from the one recorded when it was read has been changed
+/// by something else since.
+///
+/// The identity catches a file replaced by renaming another over it (editors, `sed -i`,
+/// formatters) with the same size and, where timestamps are coarse (a jiffy on Linux, 2 s on
+/// FAT), the same modification time. The change time is left out: a `chmod +x` would then
+/// make the model read its own script again for nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FileStamp {
     len: u64,
     modified: Option<SystemTime>,
+    device: u64,
+    inode: u64,
 }
 
 impl FileStamp {
@@ -39,6 +48,8 @@ impl FileStamp {
         Self {
             len: metadata.len(),
             modified: metadata.modified().ok(),
+            device: metadata.dev(),
+            inode: metadata.ino(),
         }
     }
 }
@@ -57,10 +68,10 @@ pub struct WorkspaceError {
 
 /// A directory that confines the built-in tools. Cheap to clone.
 ///
-/// It also remembers what `read` last saw of each file (size and modification time), shared by
-/// its clones: `write` over an existing file and `edit` refuse a file that was not read through
-/// this workspace, or that changed since it was (a command, the user or an editor wrote it), so
-/// a model never overwrites text it has not seen. Their own changes count as seen.
+/// It also remembers what `read` last saw of each file (size, modification time, inode),
+/// shared by its clones: `write` over an existing file and `edit` refuse a file that was not
+/// read through this workspace, or that changed since it was (a command, the user or an editor
+/// wrote it), so a model never overwrites text it has not seen. Their own changes count as seen.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: Arc<Path>,
