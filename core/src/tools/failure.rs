@@ -38,6 +38,10 @@ pub enum ToolFailure {
         /// The file in the way, relative to the workspace root.
         file: String,
     },
+    /// `write`: the workspace root is no longer a directory (moved or deleted); it is not
+    /// created again.
+    #[error("The workspace root '{}' no longer exists; nothing was written", .0.display())]
+    WorkspaceRootGone(PathBuf),
     /// The file holds binary data (a NUL byte was found), which the text tools refuse.
     #[error(
         "'{0}' appears to be a binary file (it contains NUL bytes); only text files can be read or edited"

@@ -96,6 +96,13 @@ fn write_file(
         }
         Err(_) => false,
     };
+    // `create_dir_all` would make the root again, and its parents: a moved or deleted project
+    // would silently become a new, nearly empty one where nobody looks for the model's files.
+    if !workspace.root().is_dir() {
+        return Err(ToolFailure::WorkspaceRootGone(
+            workspace.root().to_path_buf(),
+        ));
+    }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|error| {
             // The OS says "File exists" or "Not a directory" without naming the file in the
@@ -377,6 +384,26 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_workspace_root_that_is_gone_is_not_created_again() {
+        // The project was moved or deleted: recreating an empty root there would scatter the
+        // model's files where nobody looks for them.
+        let (_outer, dir, tool) = tool();
+        let root = dir.path().to_path_buf();
+        dir.close().unwrap();
+        let failure = call(&tool, json!({"file_path": "src/a.rs", "content": "x"}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            failure.to_string(),
+            format!(
+                "The workspace root '{}' no longer exists; nothing was written",
+                root.display()
+            )
+        );
+        assert!(!root.exists());
     }
 
     #[tokio::test]
