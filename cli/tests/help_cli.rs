@@ -282,3 +282,102 @@ fn the_readme_quotes_the_tokens_diagnostics_as_printed() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{output:?}");
 }
+
+/// The example command lines of the README's `sh` blocks (a `ferroloop` command with arguments,
+/// not a `[OPTION]` synopsis), each split into the command and its `# comment`.
+fn readme_command_examples() -> Vec<(String, Option<String>)> {
+    let mut examples = Vec::new();
+    let mut in_sh = false;
+    for line in readme().lines() {
+        match (in_sh, line.trim_start()) {
+            (false, "```sh") => in_sh = true,
+            (true, "```") => in_sh = false,
+            (true, text) => {
+                let (command, comment) = match text.split_once(" # ") {
+                    Some((command, comment)) => (command.trim(), Some(comment.trim().to_owned())),
+                    None => (text.trim(), None),
+                };
+                let runs_ferroloop =
+                    command.starts_with("ferroloop ") || command.contains("| ferroloop ");
+                if runs_ferroloop && !command.contains('[') {
+                    examples.push((command.to_owned(), comment));
+                }
+            }
+            (false, _) => {}
+        }
+    }
+    examples
+}
+
+/// Each example command line of the README runs (from the repository root, as the paths in it
+/// are) and prints what its comment, or the text after it, says it prints.
+#[test]
+fn the_readme_command_examples_run_and_print_what_they_say() {
+    let readme = readme();
+    let examples = readme_command_examples();
+    let commands: Vec<&str> = examples
+        .iter()
+        .map(|(command, _)| command.as_str())
+        .collect();
+    assert_eq!(
+        commands.len(),
+        3,
+        "a README example command was added or removed: check it here: {commands:?}"
+    );
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let program = env!("CARGO_BIN_EXE_ferroloop");
+    for (command, comment) in &examples {
+        let line = if let Some(rest) = command.strip_prefix("ferroloop ") {
+            format!("'{program}' {rest}")
+        } else {
+            command.replacen("| ferroloop ", &format!("| '{program}' "), 1)
+        };
+        let output = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&line)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{command}: {output:?}");
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        // What the comment shows (`…` standing for what varies), or for `decode --events` the
+        // events the text after the block quotes, appear in order in what was printed.
+        let shown: Vec<String> = match comment {
+            Some(comment) => vec![comment.clone()],
+            None if command.starts_with("ferroloop decode ") && command.ends_with(" --events") => {
+                let quoted = [
+                    r#"{"type":"text_delta","index":0,"text":"I"}"#,
+                    r#"{"type":"tool_use_ready","index":1,"id":"toolu_…","name":"get_weather","input":{"location":"Paris"}}"#,
+                ];
+                for text in quoted {
+                    assert!(
+                        readme.contains(&format!("`{text}`")),
+                        "README no longer quotes {text}"
+                    );
+                }
+                quoted.map(str::to_owned).to_vec()
+            }
+            None => panic!("{command}: no comment says what it prints; check it here"),
+        };
+        for expected in shown {
+            let found = stdout.lines().any(|printed| {
+                let mut rest = printed;
+                expected.split('…').enumerate().all(|(i, piece)| {
+                    let at = if i == 0 {
+                        rest.starts_with(piece).then_some(0)
+                    } else {
+                        rest.find(piece)
+                    };
+                    at.is_some_and(|at| {
+                        rest = &rest[at + piece.len()..];
+                        true
+                    })
+                }) && (expected.ends_with('…') || rest.is_empty())
+            });
+            assert!(
+                found,
+                "{command}: printed no line like {expected}:\n{stdout}"
+            );
+        }
+    }
+}
