@@ -221,5 +221,58 @@ else
 fi
 record "README client example" "$status"
 
+# The README's fragments (the ```c blocks without a main: feed_each, decoding, tools, JSON options,
+# the safety predicate, when to compact, budget options) compile against the header as written,
+# given declarations of what they leave to the reader (a parser, a buffer, a worker thread...):
+# each fragment's leading `static` functions stay at file scope, its statements go in a function.
+fragments="$stage/readme-fragments"
+rm -rf "$fragments" && mkdir -p "$fragments"
+awk -v dir="$fragments" '
+    /^```c$/ { inside = 1; count++; file = sprintf("%s/block%02d.c", dir, count); next }
+    inside && /^```$/ { inside = 0; close(file); next }
+    inside { print > file }' bindings/c/README.md
+status=0
+checked=0
+for block in "$fragments"/block*.c; do
+    grep -q 'int main(' "$block" && continue # a whole program: run above
+    checked=$((checked + 1))
+    wrapped="${block%.c}.wrapped.c"
+    {
+        cat <<'PRELUDE'
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "ferroloop.h"
+/* What the fragments leave to the reader. */
+extern fl_sse_parser *parser;
+extern const uint8_t *buf, *chunk, *block;
+extern size_t n, chunk_len, block_len, tool_uses_len, system_len, message_len, usage_len;
+extern const char *tool_uses_json, *system_json, *message_json, *usage_json;
+extern void *my_state;
+extern fl_executor *executor;
+extern fl_context_budget *budget;
+void handle_event(const char *json, size_t len);
+void *copy_of(const fl_tool_invocation *call_info);
+void start_worker_thread(void *input, fl_tool_call *call);
+void shell_tool(void *userdata, const fl_tool_invocation *call_info, fl_tool_call *call);
+PRELUDE
+        grep -q '^static void read_file_tool(' "$block" ||
+            echo 'void read_file_tool(void *userdata, const fl_tool_invocation *call_info, fl_tool_call *call);'
+        awk '
+            !body && /^static / { top = 1 }
+            top { print; if ($0 == "}") top = 0; next }
+            !body && /^[[:space:]]*$/ { print; next }
+            !body { body = 1; print "void readme_fragment(void) {" }
+            { print }
+            END { if (body) print "}" }' "$block"
+    } >"$wrapped"
+    # shellcheck disable=SC2046
+    cc "${cflags[@]}" -Wno-unused-variable -Wno-unused-but-set-variable -Wno-unused-parameter \
+        -fsyntax-only "$wrapped" $(pkg-config --cflags ferroloop) || { status=1; echo "README fragment: $wrapped"; }
+done
+[[ $checked -eq 7 ]] || { status=1; echo "README fragments: $checked, expected 7 (one added or removed?)"; }
+record "README C fragments compile" "$status"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
