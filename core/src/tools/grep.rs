@@ -155,6 +155,7 @@ impl GrepTool {
             Some(max) => max,
             None => self.limits.default_max_results,
         };
+        check_pattern(&input.pattern, input.case_insensitive)?;
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(input.case_insensitive)
             // ripgrep's `--crlf` (with its always-on `multi_line`, so `^`/`$` are line anchors):
@@ -209,6 +210,24 @@ impl GrepTool {
         })
         .await
     }
+}
+
+/// Parses `pattern` alone, with the settings the matcher is built with. grep-regex parses every
+/// pattern wrapped in a group, `(?:` and `)`: its syntax errors quote that wrapped pattern, one
+/// the model never wrote, with the caret under the wrong character, and a pattern unbalanced on
+/// its own (`a)|(b`) comes out balanced and is searched with a meaning nobody wrote. Parsed
+/// here first, an invalid pattern is refused quoting it as given, with the parser's explanation.
+fn check_pattern(pattern: &str, case_insensitive: bool) -> Result<(), ToolFailure> {
+    regex_syntax::ParserBuilder::new()
+        // As grep-regex sets them: a pattern may match bytes that are not UTF-8.
+        .utf8(false)
+        .case_insensitive(case_insensitive)
+        .multi_line(true)
+        .crlf(true)
+        .build()
+        .parse(pattern)
+        .map(drop)
+        .map_err(|error| ToolFailure::InvalidInput(format!("invalid regex: {error}")))
 }
 
 /// The `glob` filter as ripgrep's override globs (gitignore syntax; a leading `!` negates).
@@ -837,5 +856,30 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(failure, ToolFailure::InvalidInput(_)));
+    }
+
+    /// The model must see its own pattern in the error, with the caret under the offending
+    /// character, not the group grep-regex wraps every pattern in before parsing it.
+    #[tokio::test]
+    async fn an_invalid_regex_is_shown_as_written() {
+        let (_dir, tool) = tree();
+        let failure = call(&tool, json!({"pattern": "fo(o"})).await.unwrap_err();
+        assert_eq!(
+            failure.to_string(),
+            "Invalid input: invalid regex: regex parse error:\n    fo(o\n      ^\nerror: unclosed group"
+        );
+        let failure = call(&tool, json!({"pattern": r"\p{Nope}x"}))
+            .await
+            .unwrap_err();
+        let message = failure.to_string();
+        assert!(message.contains("\n    \\p{Nope}x\n"), "{message}");
+        assert!(message.contains("Unicode property not found"), "{message}");
+        assert!(!message.contains("(?:"), "{message}");
+        // Unbalanced alone, balanced once wrapped: the pattern is refused rather than searched
+        // with a meaning the model did not write.
+        let failure = call(&tool, json!({"pattern": "a)|(b"})).await.unwrap_err();
+        let message = failure.to_string();
+        assert!(message.contains("\n    a)|(b\n"), "{message}");
+        assert!(message.contains("unopened group"), "{message}");
     }
 }
