@@ -577,6 +577,68 @@ async fn write_refuses_a_home_path_and_a_trailing_slash() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// A path ending in `/` (or `/.`) names a directory, and the kernel refuses one whose last
+/// name is a file (ENOTDIR). Path resolution drops the ending, so without a check `read`, `edit`
+/// and `grep` would act on the file; every tool refuses it alike, saying which file is meant.
+#[tokio::test]
+async fn a_trailing_slash_on_a_file_is_refused_by_every_tool() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("a.txt"), "needle\n").unwrap();
+    std::os::unix::fs::symlink("a.txt", dir.path().join("link")).unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/b.txt"), "needle\n").unwrap();
+    tool("read", &workspace)
+        .call(json!({"file_path": "a.txt"}), CancellationToken::new())
+        .await
+        .unwrap();
+    for (path, file) in [
+        ("a.txt/", "a.txt"),
+        ("a.txt/.", "a.txt"),
+        ("link//", "link"),
+    ] {
+        let inputs = [
+            ("read", json!({"file_path": path})),
+            (
+                "edit",
+                json!({"file_path": path, "old_string": "needle", "new_string": "pin"}),
+            ),
+            ("grep", json!({"pattern": "needle", "path": path})),
+            ("glob", json!({"pattern": "*", "path": path})),
+            ("write", json!({"file_path": path, "content": "x"})),
+        ];
+        for (name, input) in inputs {
+            let failure = tool(name, &workspace)
+                .call(input, CancellationToken::new())
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(failure, ToolFailure::NotADirectory { .. }),
+                "{name} {path}: {failure:?}"
+            );
+            assert_eq!(
+                failure.to_string(),
+                format!(
+                    "'{path}' names a directory, but '{file}' is not one; use '{file}' to name the file"
+                ),
+                "{name}"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+        "needle\n"
+    );
+    // A directory keeps its trailing slash.
+    let out = tool("grep", &workspace)
+        .call(
+            json!({"pattern": "needle", "path": "sub/"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "sub/b.txt\n");
+}
+
 /// A NUL byte stops the search of a file (ripgrep's binary detection). When that file matched
 /// before it, or was named by `path`, the output says so instead of a silently partial count or
 /// a "No matches found"; binary files met during a walk with no match stay silent.

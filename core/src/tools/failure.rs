@@ -24,6 +24,15 @@ pub enum ToolFailure {
     /// A file was expected but the path names a directory.
     #[error("'{0}' is a directory, not a file")]
     IsADirectory(String),
+    /// The path ends in `/` (or `/.`), which names a directory, but what it leads to is a file
+    /// (or another non-directory); the kernel refuses such a path too.
+    #[error("'{path}' names a directory, but '{file}' is not one; use '{file}' to name the file")]
+    NotADirectory {
+        /// The path as the model gave it.
+        path: String,
+        /// The same path without its trailing `/` (or `/.`).
+        file: String,
+    },
     /// A text file was expected but the path names something else.
     #[error("'{0}' is not a regular file")]
     NotAFile(String),

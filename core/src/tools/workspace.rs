@@ -180,11 +180,12 @@ impl Workspace {
     ///
     /// Fails with [`ToolFailure::OutsideWorkspace`] when the resolved path is not the root or
     /// below it, and with [`ToolFailure::InvalidInput`] on an empty path, a NUL byte, a leading
-    /// `~` (home is not expanded), or a symbolic-link loop.
+    /// `~` (home is not expanded), or a symbolic-link loop; with [`ToolFailure::NotADirectory`]
+    /// when the path ends in `/` (or `/.`) but what it resolves to exists and is not a directory.
     pub fn resolve(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
         let resolved = self.resolve_anywhere(raw)?;
         if resolved.starts_with(&self.root) {
-            Ok(resolved)
+            refuse_a_file_named_as_a_directory(raw, resolved)
         } else {
             Err(self.outside(raw))
         }
@@ -200,7 +201,7 @@ impl Workspace {
             })
         };
         if resolved.starts_with(&self.root) || readable(&resolved) {
-            Ok(resolved)
+            refuse_a_file_named_as_a_directory(raw, resolved)
         } else {
             Err(self.outside(raw))
         }
@@ -255,6 +256,30 @@ impl Workspace {
             Err(_) => path.to_string_lossy().into_owned(),
         }
     }
+}
+
+/// `resolved` (inside the workspace), unless `raw` ends as only a directory's path can (in `/` or
+/// `/.`) and `resolved` exists as something else. The kernel refuses such a path (ENOTDIR), but
+/// resolution drops the ending, as `Path::components` does: without this, `read a.txt/` would
+/// read the file. Checked only once the path is known to be inside, so that the answer says
+/// nothing about what lies outside.
+fn refuse_a_file_named_as_a_directory(
+    raw: &str,
+    resolved: PathBuf,
+) -> Result<PathBuf, ToolFailure> {
+    let mut named = raw;
+    while let Some(shorter) = named.strip_suffix('/').or_else(|| named.strip_suffix("/.")) {
+        named = shorter;
+    }
+    if named.len() < raw.len()
+        && std::fs::metadata(&resolved).is_ok_and(|metadata| !metadata.is_dir())
+    {
+        return Err(ToolFailure::NotADirectory {
+            path: raw.to_owned(),
+            file: named.to_owned(),
+        });
+    }
+    Ok(resolved)
 }
 
 enum ResolveError {
@@ -542,6 +567,8 @@ mod tests {
                     }
                     (Ok(path), Err(_)) => prop_assert!(path.starts_with(&root), "{}", raw),
                     (Err(ToolFailure::OutsideWorkspace { .. }), Err(_)) => {}
+                    // A file named with a trailing `/.`: refused only where the kernel refuses.
+                    (Err(ToolFailure::NotADirectory { .. }), Err(_)) => {}
                     (Err(other), _) => prop_assert!(false, "{}: unexpected {:?}", raw, other),
                 }
                 Ok(())
