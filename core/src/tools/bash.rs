@@ -163,7 +163,7 @@ impl BashTool {
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
-        let input: BashInput = parse_input(input)?;
+        let input: BashInput = parse_input(Self::NAME, || self.input_schema(), input)?;
         if input.command.trim().is_empty() {
             return Err(ToolFailure::InvalidInput("the command is empty".into()));
         }

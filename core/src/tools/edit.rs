@@ -67,7 +67,7 @@ impl EditTool {
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
-        let input: EditInput = parse_input(input)?;
+        let input: EditInput = parse_input(Self::NAME, || self.input_schema(), input)?;
         if input.old_string.is_empty() {
             return Err(ToolFailure::InvalidInput(
                 "old_string is empty; use `write` to create a file".into(),

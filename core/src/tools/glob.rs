@@ -74,7 +74,7 @@ impl GlobTool {
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
-        let mut input: GlobInput = parse_input(input)?;
+        let mut input: GlobInput = parse_input(Self::NAME, || self.input_schema(), input)?;
         input.pattern = without_leading_dot_slash(&input.pattern).to_owned();
         if Path::new(&input.pattern).is_absolute() {
             return Err(ToolFailure::InvalidInput(

@@ -144,7 +144,7 @@ impl GrepTool {
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
-        let input: GrepInput = parse_input(input)?;
+        let input: GrepInput = parse_input(Self::NAME, || self.input_schema(), input)?;
         let mode = input.output_mode.unwrap_or(OutputMode::FilesWithMatches);
         let max_results = match input.max_results {
             Some(0) => {

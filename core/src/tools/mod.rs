@@ -262,20 +262,50 @@ pub fn register_builtins(
     Ok(())
 }
 
-/// Parses a tool's input, turning serde's message into a model-readable failure.
-fn parse_input<T: DeserializeOwned>(mut input: Value) -> Result<T, ToolFailure> {
-    if let Value::Object(fields) = &mut input {
-        for (name, value) in fields.iter_mut() {
-            whole_number_field(name, value)?;
-        }
+/// Parses the input of the tool called `tool`. A malformed input is described as the executor's
+/// schema check describes it (the tool, where in the input, what was expected): the executor
+/// runs that check before a call, but a host calling a tool directly does not, and serde's own
+/// message names the Rust struct ("expected struct ReadInput") and not the field at fault. The
+/// schema is built and checked only once parsing has failed, so a good input costs nothing more.
+fn parse_input<T: DeserializeOwned>(
+    tool: &str,
+    schema: impl FnOnce() -> Value,
+    mut input: Value,
+) -> Result<T, ToolFailure> {
+    let parsed = match &mut input {
+        Value::Object(fields) => fields
+            .iter_mut()
+            .try_for_each(|(name, value)| whole_number_field(name, value)),
+        _ => Ok(()),
     }
-    serde_json::from_value(input).map_err(|error| ToolFailure::InvalidInput(error.to_string()))
+    // From a reference, so that the input is still there to be described if this fails.
+    .and_then(|()| {
+        T::deserialize(&input).map_err(|error| ToolFailure::InvalidInput(error.to_string()))
+    });
+    parsed.map_err(|failure| {
+        let violations = crate::exec::InputSchema::compile(&schema())
+            .ok()
+            .and_then(|schema| schema.validate(&input).err());
+        match (violations, failure) {
+            (Some(violations), _) => {
+                let details: Vec<String> = violations.iter().map(ToString::to_string).collect();
+                ToolFailure::InvalidInput(format!("tool '{tool}': {}", details.join("; ")))
+            }
+            // The schema accepts what the parser refused (a count past `u64::MAX`, which JSON
+            // Schema still calls an integer): the parser's own words, which name the field.
+            (None, ToolFailure::InvalidInput(message)) => {
+                ToolFailure::InvalidInput(format!("tool '{tool}': {message}"))
+            }
+            (None, other) => other,
+        }
+    })
 }
 
 /// Every number a built-in tool takes is a count (a line, a limit, milliseconds). The executor's
 /// schema check accepts `2.0` for an integer, as JSON Schema does, but serde would refuse it as
-/// a float: such a value is made an integer here. A fraction or a negative number is refused
-/// naming the field, which serde's message would not.
+/// a float: such a value is made an integer here. A number no count can be (a fraction, a
+/// negative number, one past `u64::MAX`) is refused naming the field, which serde's message
+/// would not; [`parse_input`] reports the schema's reason instead where the schema has one.
 fn whole_number_field(name: &str, value: &mut Value) -> Result<(), ToolFailure> {
     let Value::Number(number) = &*value else {
         return Ok(());
@@ -289,7 +319,8 @@ fn whole_number_field(name: &str, value: &mut Value) -> Result<(), ToolFailure> 
             Ok(())
         }
         None => Err(ToolFailure::InvalidInput(format!(
-            "{name} must be a whole number of at least 0, not {number}"
+            "input.{name}: must be a whole number from 0 to {}, not {number}",
+            u64::MAX
         ))),
     }
 }
@@ -452,6 +483,75 @@ mod tests {
             std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
             "abc\n"
         );
+    }
+
+    /// Called directly (the executor checks the schema first), a malformed input is described
+    /// as the executor would describe it: the tool, where in its input, and what was expected,
+    /// never serde's account of a Rust struct.
+    #[tokio::test]
+    async fn a_malformed_input_names_the_tool_and_the_field_not_rust_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let cases = [
+            (
+                "read",
+                serde_json::json!("a.txt"),
+                "input: expected object, got string",
+            ),
+            (
+                "read",
+                serde_json::json!({"file_path": 3}),
+                "input.file_path: expected string, got number",
+            ),
+            // A negative number where a string belongs is a type error, not a bad count.
+            (
+                "read",
+                serde_json::json!({"file_path": -1}),
+                "input.file_path: expected string, got number",
+            ),
+            // A count the schema allows but no counter holds.
+            (
+                "read",
+                serde_json::json!({"file_path": "a.txt", "offset": 1e300}),
+                "input.offset: must be a whole number from 0 to 18446744073709551615, not 1e+300",
+            ),
+            (
+                "write",
+                serde_json::json!({"file_path": "a.txt"}),
+                "input: missing required property \"content\"",
+            ),
+            (
+                "edit",
+                serde_json::json!({"file_path": "a.txt", "old_string": "a", "new_string": "b", "all": true}),
+                "input: unexpected property \"all\"",
+            ),
+            (
+                "glob",
+                serde_json::json!({"pattern": "*", "max_results": "5"}),
+                "input.max_results: expected integer, got string",
+            ),
+            (
+                "grep",
+                serde_json::json!({"pattern": "x", "output_mode": "lines"}),
+                "input.output_mode: must be one of [\"content\",\"files_with_matches\",\"count\"]",
+            ),
+            (
+                "bash",
+                serde_json::json!({"command": "ls", "timeout_ms": 1.5}),
+                "input.timeout_ms: expected integer, got number",
+            ),
+        ];
+        for (name, input, expected) in cases {
+            let failure = builtin(name, &workspace)
+                .unwrap()
+                .call(input, CancellationToken::new())
+                .await
+                .unwrap_err();
+            assert_eq!(
+                failure.to_string(),
+                format!("Invalid input: tool '{name}': {expected}")
+            );
+        }
     }
 
     #[tokio::test]

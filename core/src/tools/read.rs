@@ -111,7 +111,7 @@ impl ReadTool {
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
-        let input: ReadInput = parse_input(input)?;
+        let input: ReadInput = parse_input(Self::NAME, || self.input_schema(), input)?;
         let offset = input.offset.unwrap_or(1).max(1);
         let limit = match input.limit {
             Some(0) => return Err(ToolFailure::InvalidInput("limit must be at least 1".into())),

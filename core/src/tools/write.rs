@@ -64,7 +64,7 @@ impl WriteTool {
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
-        let input: WriteInput = parse_input(input)?;
+        let input: WriteInput = parse_input(Self::NAME, || self.input_schema(), input)?;
         let path = self.workspace.resolve(&input.file_path)?;
         let workspace = self.workspace.clone();
         run_to_completion(&cancel, move || {
