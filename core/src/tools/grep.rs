@@ -156,14 +156,23 @@ impl GrepTool {
             None => self.limits.default_max_results,
         };
         check_pattern(&input.pattern, input.case_insensitive)?;
-        let matcher = RegexMatcherBuilder::new()
-            .case_insensitive(input.case_insensitive)
-            // ripgrep's `--crlf` (with its always-on `multi_line`, so `^`/`$` are line anchors):
-            // `$` also matches before `\r\n` and a match never takes the `\r`, so anchored
-            // patterns work on CRLF files as the model sees them in `read` (without the `\r`).
-            .multi_line(true)
-            .crlf(true)
-            .build(&input.pattern)
+        let build = |pattern: &str| {
+            RegexMatcherBuilder::new()
+                .case_insensitive(input.case_insensitive)
+                // ripgrep's `--crlf` (with its always-on `multi_line`, so `^`/`$` are line
+                // anchors): `$` also matches before `\r\n` and a match never takes the `\r`, so
+                // anchored patterns work on CRLF files as the model sees them in `read`.
+                .multi_line(true)
+                .crlf(true)
+                .build(pattern)
+        };
+        // The pattern parses alone (checked above), so a failure here may be grep-regex's
+        // wrapping group closing inside a verbose-mode (`(?x)`) comment the pattern ends with.
+        // A line break ends the comment and, in verbose mode, is whitespace: it changes nothing
+        // else. Outside verbose mode it would be a literal line break, which grep-regex refuses,
+        // and the first error stands.
+        let matcher = build(&input.pattern)
+            .or_else(|error| build(&format!("{}\n", input.pattern)).map_err(|_| error))
             .map_err(|error| ToolFailure::InvalidInput(format!("invalid regex: {error}")))?;
         let context = if mode == OutputMode::Content {
             input.context.unwrap_or(0)
@@ -856,6 +865,20 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(failure, ToolFailure::InvalidInput(_)));
+    }
+
+    /// A verbose-mode pattern may end in a comment. grep-regex's wrapping group then closes
+    /// inside the comment: the pattern must still be searched, not refused as unbalanced.
+    #[tokio::test]
+    async fn a_verbose_pattern_ending_in_a_comment_is_searched() {
+        let (_dir, tool) = tree();
+        let out = call(
+            &tool,
+            json!({"pattern": "(?x) nee dle \\s 8  # the second one", "output_mode": "content"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, "ctx.txt:8:needle 8\n");
     }
 
     /// The model must see its own pattern in the error, with the caret under the offending
