@@ -173,7 +173,7 @@ impl GrepTool {
         // and the first error stands.
         let matcher = build(&input.pattern)
             .or_else(|error| build(&format!("{}\n", input.pattern)).map_err(|_| error))
-            .map_err(|error| ToolFailure::InvalidInput(format!("invalid regex: {error}")))?;
+            .map_err(invalid_regex)?;
         let context = if mode == OutputMode::Content {
             input.context.unwrap_or(0)
         } else {
@@ -237,6 +237,20 @@ fn check_pattern(pattern: &str, case_insensitive: bool) -> Result<(), ToolFailur
         .parse(pattern)
         .map(drop)
         .map_err(|error| ToolFailure::InvalidInput(format!("invalid regex: {error}")))
+}
+
+/// The failure for a pattern grep-regex refuses although it parses.
+fn invalid_regex(error: grep_regex::Error) -> ToolFailure {
+    match error.kind() {
+        // Its own words ("the literal \"\\n\" is not allowed in a regex") do not say why:
+        // lines are searched one at a time, so a line break can never be part of a match.
+        grep_regex::ErrorKind::NotAllowed(_) => ToolFailure::InvalidInput(
+            "invalid regex: it matches a line break (\\n), and grep searches one line at a time; \
+             search for text within a single line"
+                .to_owned(),
+        ),
+        _ => ToolFailure::InvalidInput(format!("invalid regex: {error}")),
+    }
 }
 
 /// The `glob` filter as ripgrep's override globs (gitignore syntax; a leading `!` negates).
@@ -879,6 +893,22 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(out, "ctx.txt:8:needle 8\n");
+    }
+
+    /// grep-regex's "the literal \"\\n\" is not allowed in a regex" does not say why: a
+    /// model that wrote a line break meant to match across lines, which grep does not do.
+    #[tokio::test]
+    async fn a_pattern_with_a_line_break_is_refused_saying_why() {
+        let (_dir, tool) = tree();
+        for pattern in ["needle 3\\nl4", "needle 3\nl4", "(?s)needle.*\\n"] {
+            let failure = call(&tool, json!({"pattern": pattern})).await.unwrap_err();
+            assert_eq!(
+                failure.to_string(),
+                "Invalid input: invalid regex: it matches a line break (\\n), and grep searches \
+                 one line at a time; search for text within a single line",
+                "{pattern}"
+            );
+        }
     }
 
     /// The model must see its own pattern in the error, with the caret under the offending
