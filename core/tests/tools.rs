@@ -639,6 +639,32 @@ async fn a_trailing_slash_on_a_file_is_refused_by_every_tool() {
     assert_eq!(out, "sub/b.txt\n");
 }
 
+/// An invalid glob is quoted as the model wrote it, once, with what is wrong: not as the tools
+/// rewrote it (a leading `./` dropped), nor the parser's own quote of that rewrite beside it.
+#[tokio::test]
+async fn an_invalid_glob_is_quoted_as_written() {
+    let (_dir, workspace) = workspace();
+    let failure = tool("glob", &workspace)
+        .call(json!({"pattern": "./[a"}), CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        failure.to_string(),
+        "Invalid input: invalid glob pattern './[a': unclosed character class; missing ']'"
+    );
+    let failure = tool("grep", &workspace)
+        .call(
+            json!({"pattern": "x", "glob": "./[a"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        failure.to_string(),
+        "Invalid input: invalid glob './[a': unclosed character class; missing ']'"
+    );
+}
+
 /// A NUL byte stops the search of a file (ripgrep's binary detection). When that file matched
 /// before it, or was named by `path`, the output says so instead of a silently partial count or
 /// a "No matches found"; binary files met during a walk with no match stay silent.

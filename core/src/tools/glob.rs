@@ -75,6 +75,8 @@ impl GlobTool {
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
         let mut input: GlobInput = parse_input(Self::NAME, || self.input_schema(), input)?;
+        // Errors quote the pattern as the model wrote it, not as rewritten here.
+        let written = input.pattern.clone();
         input.pattern = without_leading_dot_slash(&input.pattern).to_owned();
         if Path::new(&input.pattern).is_absolute() {
             return Err(ToolFailure::InvalidInput(
@@ -99,7 +101,13 @@ impl GlobTool {
         let matcher = GlobBuilder::new(&input.pattern)
             .literal_separator(true)
             .build()
-            .map_err(|error| ToolFailure::InvalidInput(format!("invalid glob pattern: {error}")))?
+            .map_err(|error| {
+                // The error's own text quotes the rewritten pattern; its kind says what is wrong.
+                ToolFailure::InvalidInput(format!(
+                    "invalid glob pattern '{written}': {}",
+                    error.kind()
+                ))
+            })?
             .compile_matcher();
         let shown_base = input.path.unwrap_or_else(|| ".".to_owned());
         let base = self.workspace.resolve(&shown_base)?;

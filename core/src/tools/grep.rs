@@ -261,8 +261,15 @@ fn invalid_regex(error: grep_regex::Error) -> ToolFailure {
 /// end) can differ between the two readings; an unanchored one (`*.rs`) matches at any depth.
 /// A leading `./` is dropped (after a `!` too).
 fn glob_filter(workspace: &Workspace, base: &Path, glob: &str) -> Result<Override, ToolFailure> {
-    let invalid =
-        |error: ignore::Error| ToolFailure::InvalidInput(format!("invalid glob '{glob}': {error}"));
+    // ignore's text quotes the glob as rewritten here (no `./`, a prefix added): only what is
+    // wrong is kept, after the glob as the model wrote it.
+    let invalid = |error: ignore::Error| {
+        let problem = match error {
+            ignore::Error::Glob { err, .. } => err,
+            other => other.to_string(),
+        };
+        ToolFailure::InvalidInput(format!("invalid glob '{glob}': {problem}"))
+    };
     let (bang, pattern) = match glob.strip_prefix('!') {
         Some(negated) => ("!", without_leading_dot_slash(negated)),
         None => ("", without_leading_dot_slash(glob)),
