@@ -721,6 +721,94 @@ async fn a_json_or_html_body_under_a_generic_content_type_is_not_retried() {
     assert_eq!(got.retries.len(), 1);
 }
 
+/// The start of the stream-ended error's message, as it was before bodies were described.
+const ENDED_EARLY: &str = "protocol error: the stream ended before the provider's final event";
+
+#[tokio::test]
+async fn a_plain_text_page_in_place_of_the_stream_is_named_in_the_error() {
+    // A proxy's 200 error page under text/plain: no SSE field line at all. Still a broken
+    // stream, retried (text/plain is let through for servers that stream real events under
+    // it), but the error now says what came instead of only that the stream ended early.
+    let page = "Service Unavailable: the upstream is down\n";
+    let server = serve(&Script::repeat(ScriptBody::Text(page.into()))).await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "protocol", "{error:?}");
+    let text = error.to_string();
+    assert_eq!(
+        text,
+        format!(
+            "{ENDED_EARLY}: the response (200, text/plain) held no event: \
+             \"Service Unavailable: the upstream is down\""
+        )
+    );
+    assert!(!got.retries.is_empty());
+    assert_eq!(server.requests().len(), got.retries.len() + 1);
+    for retry in &got.retries {
+        assert_eq!(retry.reason, text);
+    }
+
+    // Without a content type, a long page is cut to a short excerpt, its control characters
+    // shown, not written raw into the message.
+    let body = format!(
+        "\u{1b}[31mBad gateway\u{1b}[0m\r\nupstream: {}\n",
+        "x".repeat(100_000)
+    );
+    let response = format!("HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n{body}");
+    let (url, requests) = raw_server_closing(vec![response.into_bytes()]).await;
+    let mut once = raw_config(url);
+    once.retry.max_retries = 1;
+    let client = Client::new(once).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "protocol", "{error:?}");
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "{ENDED_EARLY}: the response (200, no content type) held no event: \
+             \"\\u{{1b}}[31mBad gateway\\u{{1b}}[0m\\r\\nupstream: xxx"
+        )),
+        "{text}"
+    );
+    assert!(text.len() < 600, "{} bytes: {text}", text.len());
+    assert_eq!(got.retries.len(), 1);
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 2);
+
+    // A stream that shows a field line, or is labelled an event stream, is a stream that broke
+    // off: today's message. Comments do not count as a field line.
+    for (response, expected) in [
+        (
+            ScriptedResponse::ok(ScriptBody::Text("event: message_start\n".into())),
+            ENDED_EARLY.to_owned(),
+        ),
+        (
+            ScriptedResponse::ok(ScriptBody::Text(": keep-alive\n\nid: 7\n\n".into())),
+            ENDED_EARLY.to_owned(),
+        ),
+        (
+            ScriptedResponse::ok(ScriptBody::Text(page.into()))
+                .header("content-type", "text/event-stream"),
+            ENDED_EARLY.to_owned(),
+        ),
+        (
+            ScriptedResponse::ok(ScriptBody::Text(": keep-alive\n\n".into())),
+            format!(
+                "{ENDED_EARLY}: the response (200, text/plain) held no event: \": keep-alive\""
+            ),
+        ),
+    ] {
+        let server = serve(&script(vec![response])).await;
+        let mut once = config(Provider::Anthropic, &server);
+        once.retry.max_retries = 0;
+        let client = Client::new(once).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert_eq!(error.code(), "protocol", "{error:?}");
+        assert_eq!(error.to_string(), expected);
+    }
+}
+
 #[tokio::test]
 async fn reuses_pooled_connections() {
     let server = serve(&Script::repeat(fixture("anthropic/basic_response.sse"))).await;

@@ -474,6 +474,20 @@ pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
     Some(media.trim().to_ascii_lowercase())
 }
 
+/// The most characters of a body that an error quotes when it says what came instead of
+/// what was asked for (enough to recognise a page, short enough for a log line).
+pub(crate) const EXCERPT_CHARS: usize = 200;
+
+/// The start of `body` as text for an error message: lossy UTF-8, trimmed, at most
+/// [`EXCERPT_CHARS`] characters.
+pub(crate) fn body_excerpt(body: &[u8]) -> String {
+    String::from_utf8_lossy(body)
+        .trim()
+        .chars()
+        .take(EXCERPT_CHARS)
+        .collect()
+}
+
 /// Whether `media` (see [`media_type`]) is an HTML page.
 pub(crate) fn is_html(media: &str) -> bool {
     media == "text/html" || media == "application/xhtml+xml"

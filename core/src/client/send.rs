@@ -209,8 +209,7 @@ impl Sender {
         if let Some(error) = ClientError::from_json_error_body(&body, request_id.clone()) {
             return error;
         }
-        let text = String::from_utf8_lossy(&body);
-        let excerpt: String = text.trim().chars().take(200).collect();
+        let excerpt = error::body_excerpt(&body);
         ClientError::Protocol {
             message: format!(
                 "expected an event stream (text/event-stream), got {content_type} (did the \

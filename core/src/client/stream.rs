@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::config::Provider;
-use super::error::{ClientError, PartialResponse};
+use super::error::{self, ClientError, PartialResponse};
 use super::metrics::{RequestMetrics, version_label};
 use super::retry::RetryEvent;
 use super::send::{Sender, body_error, response_request_id};
@@ -95,10 +95,24 @@ struct Ledger {
     /// The beginning of such a body (at most [`STRAY_BODY_LIMIT`] bytes), kept to classify an
     /// error it carries; empty for an event stream.
     stray_body: Vec<u8>,
+    /// For a response not labelled `text/event-stream`, its status and content type
+    /// (`200, text/plain`, `200, no content type`); `None` for one so labelled. Servers stream
+    /// real events under such labels, so the body is parsed all the same; this only names it
+    /// when it turns out to hold no event at all.
+    unlabelled: Option<String>,
+    /// The start of such a body (at most [`PLAIN_START_LIMIT`] bytes), kept only while the
+    /// parser has read no field line: an error page's text, to quote when the body ends
+    /// without one. Once a field line is read the body is an event stream and nothing more
+    /// is kept (a labelled stream never keeps anything).
+    plain_start: Vec<u8>,
 }
 
 /// How much of a success body that is not an event stream is kept to read an error from.
 const STRAY_BODY_LIMIT: usize = 64 << 10;
+
+/// How much of the start of an unlabelled body without a field line is kept: enough bytes for
+/// the [`error::EXCERPT_CHARS`] characters an error quotes (a character is at most 4 bytes).
+const PLAIN_START_LIMIT: usize = 4 * error::EXCERPT_CHARS;
 
 /// Why [`ResponseStream::poll_events`] returned.
 pub(crate) enum Signal {
@@ -151,6 +165,8 @@ impl ResponseStream {
                 frame_at: start,
                 body_start: None,
                 stray_body: Vec::new(),
+                unlabelled: None,
+                plain_start: Vec::new(),
             },
             reported_retries: 0,
             check_retries: true,
@@ -206,6 +222,15 @@ impl ResponseStream {
         metrics.request_id = response_request_id(&response);
         metrics.http_version = Some(version_label(response.version()));
         metrics.time_to_headers = Some(now - self.sender.start);
+        self.ledger.unlabelled = match error::media_type(response.headers()) {
+            Some(media) if media == "text/event-stream" => None,
+            media => Some(format!(
+                "{}, {}",
+                response.status().as_u16(),
+                media.as_deref().unwrap_or("no content type")
+            )),
+        };
+        self.ledger.plain_start.clear();
         self.sync_progress();
         let watchdog = Watchdog::new(&self.sender.config.timeouts, self.sender.start, now);
         self.ledger.frame_at = now;
@@ -271,6 +296,8 @@ impl Ledger {
         self.last_event_type.clear();
         self.body_start = None;
         self.stray_body.clear();
+        self.unlabelled = None;
+        self.plain_start.clear();
         self.metrics.time_to_first_event = None;
         self.metrics.time_to_first_token = None;
     }
@@ -288,6 +315,35 @@ impl Ledger {
             self.stray_body
                 .extend_from_slice(&data[..data.len().min(room)]);
         }
+    }
+
+    /// Keeps the start of an unlabelled body that has shown no field line yet (the caller
+    /// checks both), up to [`PLAIN_START_LIMIT`] bytes.
+    fn keep_plain_start(&mut self, data: &[u8]) {
+        let room = PLAIN_START_LIMIT.saturating_sub(self.plain_start.len());
+        self.plain_start
+            .extend_from_slice(&data[..data.len().min(room)]);
+    }
+
+    /// What to add to the error of a body that ended early when the body was not labelled an
+    /// event stream and held no field line (`saw_field` is false): its status, content type and
+    /// the start of its text, e.g. `: the response (200, text/plain) held no event: "Service
+    /// Unavailable"`. A proxy's plain-text error page is otherwise reported only as a stream
+    /// that ended early. `None` for anything that may have been a stream, and for a body with
+    /// no text (nothing, or only whitespace, to show).
+    fn no_event_note(&self, saw_field: bool) -> Option<String> {
+        if saw_field {
+            return None;
+        }
+        let what = self.unlabelled.as_deref()?;
+        let kept = if self.plain_start.len() == PLAIN_START_LIMIT {
+            whole_chars(&self.plain_start)
+        } else {
+            &self.plain_start
+        };
+        let excerpt = error::body_excerpt(kept);
+        // Quoted with its control characters escaped: a page's text goes into a log line.
+        (!excerpt.is_empty()).then(|| format!(": the response ({what}) held no event: {excerpt:?}"))
     }
 
     /// The error for a success body that ended without an event and was not an event stream
@@ -414,6 +470,33 @@ impl Ledger {
 fn new_parser(sender: &Sender) -> SseParser {
     let config = SseConfig::default().max_event_bytes(sender.config.max_event_bytes);
     SseParser::with_config(config)
+}
+
+/// `bytes` without a UTF-8 sequence cut short at its end (a kept prefix may end inside a
+/// character, which would show as U+FFFD).
+fn whole_chars(bytes: &[u8]) -> &[u8] {
+    // A character is at most 4 bytes: a cut one starts in the last 3.
+    for back in 1..=bytes.len().min(3) {
+        let start = bytes.len() - back;
+        let Some(&lead) = bytes.get(start) else {
+            break;
+        };
+        if lead & 0b1100_0000 == 0b1000_0000 {
+            continue; // a continuation byte: its character starts further back
+        }
+        let width = match lead {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        return if width > back {
+            bytes.get(..start).unwrap_or_default()
+        } else {
+            bytes
+        };
+    }
+    bytes
 }
 
 fn parse(data: &str) -> Option<serde_json::Value> {
@@ -561,6 +644,12 @@ impl ResponseStream {
                                 self.ledger.frame_at = Instant::now();
                                 self.ledger.metrics.bytes_received += data.len() as u64;
                                 self.ledger.keep_stray_body(&data);
+                                // Checked per frame, not per event, and only for a body not
+                                // labelled an event stream (the parser has read every earlier
+                                // frame's whole lines by now).
+                                if self.ledger.unlabelled.is_some() && !self.parser.saw_field() {
+                                    self.ledger.keep_plain_start(&data);
+                                }
                                 self.parser.feed(data);
                             }
                         }
@@ -598,15 +687,25 @@ impl ResponseStream {
                                     let retryable = error.is_transient_provider_error();
                                     (error, retryable)
                                 }
-                                None => (
-                                    ClientError::Protocol {
-                                        message: "the stream ended before the provider's \
-                                                  final event"
-                                            .to_owned(),
+                                // Still a broken stream, retried as one (a server may stream
+                                // under text/plain and break before its first line); an
+                                // unlabelled body with no field line is named in the message,
+                                // so that a proxy's error page is seen for what it is.
+                                None => {
+                                    let mut message = String::from(
+                                        "the stream ended before the provider's final event",
+                                    );
+                                    if let Some(note) =
+                                        self.ledger.no_event_note(self.parser.saw_field())
+                                    {
+                                        message.push_str(&note);
+                                    }
+                                    let error = ClientError::Protocol {
+                                        message,
                                         request_id: self.ledger.metrics.request_id.clone(),
-                                    },
-                                    true,
-                                ),
+                                    };
+                                    (error, true)
+                                }
                             };
                             if let Some(error) = self.fail(error, retryable) {
                                 return Poll::Ready(Some(Err(error)));
@@ -672,7 +771,26 @@ impl Stream for ResponseStream {
 
 #[cfg(test)]
 mod tests {
-    use super::is_chat_error_chunk;
+    use super::{is_chat_error_chunk, whole_chars};
+
+    /// A prefix cut inside a character loses that character's bytes, and nothing else.
+    #[test]
+    fn a_character_cut_at_the_end_of_a_prefix_is_left_out() {
+        let text = "a\u{e9}\u{20ac}\u{1f600}";
+        let bytes = text.as_bytes();
+        for cut in 0..=bytes.len() {
+            let whole = whole_chars(&bytes[..cut]);
+            let kept = std::str::from_utf8(whole).unwrap_or_else(|_| panic!("cut at {cut}"));
+            assert!(text.starts_with(kept), "cut at {cut}");
+            assert!(cut - whole.len() < 4, "cut at {cut}");
+            if text.is_char_boundary(cut) {
+                assert_eq!(whole.len(), cut);
+            }
+        }
+        // Bytes that are invalid anyway are left for the lossy conversion to show.
+        assert_eq!(whole_chars(b"x\xff"), b"x\xff");
+        assert_eq!(whole_chars(b"\x80\x80\x80\x80"), b"\x80\x80\x80\x80");
+    }
 
     /// An error chunk is told by its top-level `error` member in any layout; a chunk that only
     /// mentions the word, or nests an `error` key, or carries `"error": null` beside its

@@ -218,6 +218,11 @@ struct ParserState {
     bytes_fed: u64,
     comments: u64,
     empty_dispatches: u64,
+    /// A field line (`data`, `event`, `id`, `retry`) has been read and is no longer pending:
+    /// its event was dispatched or dropped, its block ended without data, or the stream ended
+    /// with it unterminated. Noted where pending fields end, not per line, so the line loop pays
+    /// nothing for it and a dispatch one store (see [`SseParser::saw_field`]).
+    saw_field: bool,
 }
 
 impl Default for SseParser {
@@ -442,6 +447,7 @@ impl SseParser {
             || state.data != Field::Empty
             || state.event_type != Field::Empty
             || state.pending_id.is_some();
+        state.saw_field |= state.fields_pending();
         self.queue.clear();
         self.cur = Bytes::new();
         state.prev = Bytes::new();
@@ -505,6 +511,16 @@ impl SseParser {
     /// event dropped for its size is not counted.
     pub fn empty_dispatches(&self) -> u64 {
         self.state.empty_dispatches
+    }
+
+    /// Whether any field line (`data`, `event`, `id` or `retry`, whatever its value) has been
+    /// read since the parser was made: comments, blank lines, lines with another field name and
+    /// an unterminated last line do not count (an event dropped for its size counts, whatever
+    /// its oversized line was). A client reads it to tell a body that broke off
+    /// mid-stream from one that never was an event stream (a plain-text error page).
+    #[cfg(any(feature = "client", test))]
+    pub(crate) fn saw_field(&self) -> bool {
+        self.state.saw_field || self.state.fields_pending()
     }
 
     /// Total bytes fed so far.
@@ -585,6 +601,7 @@ impl ParserState {
             bytes_fed: 0,
             comments: 0,
             empty_dispatches: 0,
+            saw_field: false,
         }
     }
 
@@ -1334,6 +1351,8 @@ impl ParserState {
     }
 
     fn drop_pending_event(&mut self) {
+        // A dropped event was one all the same (its oversized line may be its first field).
+        self.saw_field = true;
         self.dropped_events += 1;
         self.discarding = true;
         tracing::warn!(
@@ -1341,6 +1360,12 @@ impl ParserState {
             "SSE event exceeds max_event_bytes; dropped until the next blank line"
         );
         self.clear_pending_event();
+    }
+
+    /// Whether a field of the event being read is pending (`event`, `data`, or an `id` not yet
+    /// committed).
+    fn fields_pending(&self) -> bool {
+        self.data != Field::Empty || self.event_type != Field::Empty || self.pending_id.is_some()
     }
 
     fn clear_pending_event(&mut self) {
@@ -1460,6 +1485,7 @@ impl ParserState {
             // No data: nothing is dispatched, but the first step of the WHATWG dispatch (the
             // last event ID string takes the buffer's value) comes before that test.
             self.empty_dispatches += 1;
+            self.saw_field |= self.fields_pending();
             self.commit_event_id();
             self.clear_pending_event();
             LineOutcome::Nothing
@@ -1547,10 +1573,15 @@ impl ParserState {
                     } else {
                         owned_text(shared)
                     });
+                } else {
+                    // Ignored (the specification's rule), so never pending: noted here.
+                    self.saw_field = true;
                 }
                 LineOutcome::Nothing
             }
             b"retry" => {
+                // Never pending, so noted here (rare: once per stream at most, in practice).
+                self.saw_field = true;
                 self.bytes_scanned += value.len() as u64;
                 match parse_retry(value) {
                     Some(ms) => {
@@ -1651,7 +1682,9 @@ impl ParserState {
     /// id is the last event id once the pending `id` field, if any, is committed.
     fn take_pending_event<'a>(&'a mut self, cur: &'a Bytes) -> SseEventRef<'a> {
         // Every dispatched event comes here (the line loop's blank line, and the one-step read
-        // of `usual_event`), so this is the one place its id is committed.
+        // of `usual_event`), so this is the one place its id is committed, and where a
+        // dispatched event's fields are noted as seen.
+        self.saw_field = true;
         self.commit_event_id();
         let data = std::mem::replace(&mut self.data, Field::Empty);
         let event_type = std::mem::replace(&mut self.event_type, Field::Empty);
@@ -1854,6 +1887,47 @@ mod tests {
             pos = end;
         }
         count
+    }
+
+    /// A field line of any kind, in any position and at any chunking, is noted; comments,
+    /// blank lines, other field names and an unterminated last line are not.
+    #[test]
+    fn field_lines_are_noted_at_any_chunking() {
+        let cases: [(&[u8], bool); 13] = [
+            (b"Service Unavailable: the upstream is down\n", false),
+            (b": keep-alive\n\n\r\n:\n", false),
+            (b"<html>\n{\"error\": 1}\ndatum: x\n\n", false),
+            (b"oops\ndata: x", false),
+            (b"data: x\n\n", true),
+            (b"event: ping\ndata: {}\n\n", true),
+            (b"event: ping\n\n", true),
+            (b"event: ping\n", true),
+            (b"data\n", true),
+            (b"id: 7\n\n", true),
+            (b"id: a\0b\n", true),
+            (b"retry: soon\n", true),
+            (b"page text\n\nretry: 1000\n", true),
+        ];
+        for (input, expected) in cases {
+            let input = Bytes::from_static(input);
+            for size in 1..=input.len() {
+                let mut parser = SseParser::new();
+                assert!(!parser.saw_field());
+                feed_in_chunks(&mut parser, &input, size);
+                parser.finish();
+                assert_eq!(
+                    parser.saw_field(),
+                    expected,
+                    "{input:?} in {size}-byte chunks"
+                );
+            }
+        }
+        // An event dropped for its size was one all the same.
+        let mut parser = SseParser::with_config(SseConfig::default().max_event_bytes(Some(4)));
+        parser.feed(Bytes::from_static(b"data: far too long\n\n"));
+        assert_eq!(events(&mut parser).len(), 0);
+        assert_eq!(parser.dropped_events(), 1);
+        assert!(parser.saw_field());
     }
 
     #[test]
