@@ -1706,7 +1706,7 @@ async fn a_200_that_is_json_or_html_is_a_clear_error_and_not_retried() {
         ),
         (
             ScriptedResponse::ok(ScriptBody::Text(
-                "<!DOCTYPE html><html><body>Sign in</body></html>".into(),
+                "<!DOCTYPE html>\r\n<html><body>Sign in</body></html>\n".into(),
             ))
             .header("content-type", "text/html; charset=utf-8"),
             "text/html",
@@ -1721,6 +1721,8 @@ async fn a_200_that_is_json_or_html_is_a_clear_error_and_not_retried() {
         let text = error.to_string();
         assert!(text.contains(content_type), "{text}");
         assert!(text.contains("event stream"), "{text}");
+        // The body's excerpt is quoted, its line breaks escaped: one line in a log.
+        assert!(!text.contains('\n') && !text.contains('\r'), "{text}");
         assert_eq!(error.request_id(), Some("req_ct"));
         assert!(got.retries.is_empty(), "{:?}", got.retries);
         assert_eq!(server.requests().len(), 1, "{content_type}");

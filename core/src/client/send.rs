@@ -213,7 +213,7 @@ impl Sender {
         ClientError::Protocol {
             message: format!(
                 "expected an event stream (text/event-stream), got {content_type} (did the \
-                 server ignore \"stream\": true?): {excerpt}"
+                 server ignore \"stream\": true?): {excerpt:?}"
             ),
             request_id,
         }
