@@ -13,20 +13,27 @@ from typing import Callable
 from conftest import REPO, ReplayServer
 
 
+def run_block(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs a README block with this Python from the repository root, warnings as errors; it
+    must exit with 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**(os.environ if env is None else env), "PYTHONWARNINGS": "error"},
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_readme_python_example_runs() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Python", 1)[1]
     example = re.search(r"```python\n(.*?)```", section, re.S)
     assert example is not None
-    done = subprocess.run(
-        [sys.executable, "-c", example.group(1)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONWARNINGS": "error"},
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_block(example.group(1))
     assert "'tool_use_id': 'toolu_01NRLabsLyVHZPKxbKvkfSMn'" in done.stdout
     assert "It is sunny in Paris." in done.stdout
 
@@ -45,16 +52,7 @@ def test_python_readme_has_the_two_blocks_tested_here() -> None:
 
 
 def test_python_readme_sse_example_prints_the_event() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", python_readme_blocks()[0]],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONWARNINGS": "error"},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "ping {}\n"
+    assert run_block(python_readme_blocks()[0]).stdout == "ping {}\n"
 
 
 def test_python_readme_client_and_agent_example_runs_against_the_replay_server(
@@ -63,17 +61,8 @@ def test_python_readme_client_and_agent_example_runs_against_the_replay_server(
     # The block reads ANTHROPIC_API_KEY; the client reads ANTHROPIC_BASE_URL too (from_env).
     server = agent_model("anthropic")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
-    env.update(ANTHROPIC_API_KEY="replay", ANTHROPIC_BASE_URL=server.url, PYTHONWARNINGS="error")
-    done = subprocess.run(
-        [sys.executable, "-c", python_readme_blocks()[1]],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    env.update(ANTHROPIC_API_KEY="replay", ANTHROPIC_BASE_URL=server.url)
+    lines = run_block(python_readme_blocks()[1], env).stdout.splitlines()
     # The stream: its typed events (dicts), then the final message.
     assert lines[0].startswith("{'type': 'message_start'"), lines[0]
     assert any(line.startswith("{'type': 'text_delta'") for line in lines)
