@@ -479,13 +479,23 @@ pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
 pub(crate) const EXCERPT_CHARS: usize = 200;
 
 /// The start of `body` as text for an error message: lossy UTF-8, trimmed, at most
-/// [`EXCERPT_CHARS`] characters.
+/// [`EXCERPT_CHARS`] characters. A character cut short at the end (`body` is often a prefix of
+/// what came) is left out rather than shown as U+FFFD.
 pub(crate) fn body_excerpt(body: &[u8]) -> String {
-    String::from_utf8_lossy(body)
+    String::from_utf8_lossy(whole_chars(body))
         .trim()
         .chars()
         .take(EXCERPT_CHARS)
         .collect()
+}
+
+/// `bytes` without a UTF-8 sequence cut short at its end (bytes invalid elsewhere are left for
+/// the lossy conversion to show).
+fn whole_chars(bytes: &[u8]) -> &[u8] {
+    match std::str::from_utf8(bytes) {
+        Err(cut) if cut.error_len().is_none() => bytes.get(..cut.valid_up_to()).unwrap_or(bytes),
+        _ => bytes,
+    }
 }
 
 /// Whether `media` (see [`media_type`]) is an HTML page.
@@ -626,6 +636,25 @@ mod tests {
     use super::*;
     use crate::decode::classify::numbers;
     use http::HeaderValue;
+
+    /// A prefix cut inside a character loses that character's bytes, and nothing else.
+    #[test]
+    fn a_character_cut_at_the_end_of_a_prefix_is_left_out() {
+        let text = "a\u{e9}\u{20ac}\u{1f600}";
+        let bytes = text.as_bytes();
+        for cut in 0..=bytes.len() {
+            let whole = whole_chars(&bytes[..cut]);
+            let kept = std::str::from_utf8(whole).unwrap_or_else(|_| panic!("cut at {cut}"));
+            assert!(text.starts_with(kept), "cut at {cut}");
+            assert!(cut - whole.len() < 4, "cut at {cut}");
+            if text.is_char_boundary(cut) {
+                assert_eq!(whole.len(), cut);
+            }
+        }
+        // Bytes that are invalid anyway are left for the lossy conversion to show.
+        assert_eq!(whole_chars(b"x\xff"), b"x\xff");
+        assert_eq!(whole_chars(b"\x80\x80\x80\x80"), b"\x80\x80\x80\x80");
+    }
 
     fn anthropic_body(kind: &str, message: &str) -> Vec<u8> {
         serde_json::json!({"type": "error", "error": {"type": kind, "message": message}})

@@ -92,19 +92,17 @@ struct Ledger {
     /// event stream's lines start with a field name or `:`; a body that starts with `{`, `[`
     /// or `<` is a JSON document or an HTML page served without a content type.
     body_start: Option<u8>,
-    /// The beginning of such a body (at most [`STRAY_BODY_LIMIT`] bytes), kept to classify an
-    /// error it carries; empty for an event stream.
+    /// The beginning of a body that may not be an event stream, kept to say what it was when
+    /// it ends without an event (see [`keep_stray_body`](Self::keep_stray_body)): up to
+    /// [`STRAY_BODY_LIMIT`] bytes of such a JSON document or page, to classify an error it
+    /// carries; up to [`PLAIN_START_LIMIT`] of an unlabelled body without a field line, to
+    /// quote it. Empty for an event stream.
     stray_body: Vec<u8>,
     /// For a response not labelled `text/event-stream`, its status and content type
     /// (`200, text/plain`, `200, no content type`); `None` for one so labelled. Servers stream
     /// real events under such labels, so the body is parsed all the same; this only names it
     /// when it turns out to hold no event at all.
     unlabelled: Option<String>,
-    /// The start of such a body (at most [`PLAIN_START_LIMIT`] bytes), kept only while the
-    /// parser has read no field line: an error page's text, to quote when the body ends
-    /// without one. Once a field line is read the body is an event stream and nothing more
-    /// is kept (a labelled stream never keeps anything).
-    plain_start: Vec<u8>,
 }
 
 /// How much of a success body that is not an event stream is kept to read an error from.
@@ -166,7 +164,6 @@ impl ResponseStream {
                 body_start: None,
                 stray_body: Vec::new(),
                 unlabelled: None,
-                plain_start: Vec::new(),
             },
             reported_retries: 0,
             check_retries: true,
@@ -230,7 +227,6 @@ impl ResponseStream {
                 media.as_deref().unwrap_or("no content type")
             )),
         };
-        self.ledger.plain_start.clear();
         self.sync_progress();
         let watchdog = Watchdog::new(&self.sender.config.timeouts, self.sender.start, now);
         self.ledger.frame_at = now;
@@ -297,7 +293,6 @@ impl Ledger {
         self.body_start = None;
         self.stray_body.clear();
         self.unlabelled = None;
-        self.plain_start.clear();
         self.metrics.time_to_first_event = None;
         self.metrics.time_to_first_token = None;
     }
@@ -305,23 +300,24 @@ impl Ledger {
     /// Notes where a body frame of the current response starts, and keeps the beginning of a
     /// body that does not look like an event stream. An event stream's lines start with a
     /// field name or `:`; one that starts with `{`, `[` or `<` is a JSON document or an HTML
-    /// page. Costs nothing once an event stream's first byte is seen.
-    fn keep_stray_body(&mut self, data: &[u8]) {
+    /// page. The start of an unlabelled body is kept too while `field_seen` (whether the
+    /// parser has read a field line) says it has not shown itself an event stream: a proxy's
+    /// plain-text page. Costs nothing once an event stream's first field is seen.
+    fn keep_stray_body(&mut self, data: &[u8], field_seen: impl FnOnce() -> bool) {
         if self.body_start.is_none() {
             self.body_start = data.iter().copied().find(|b| !b.is_ascii_whitespace());
         }
-        if self.metrics.events == 0 && matches!(self.body_start, Some(b'{' | b'[' | b'<')) {
-            let room = STRAY_BODY_LIMIT.saturating_sub(self.stray_body.len());
-            self.stray_body
-                .extend_from_slice(&data[..data.len().min(room)]);
-        }
-    }
-
-    /// Keeps the start of an unlabelled body that has shown no field line yet (the caller
-    /// checks both), up to [`PLAIN_START_LIMIT`] bytes.
-    fn keep_plain_start(&mut self, data: &[u8]) {
-        let room = PLAIN_START_LIMIT.saturating_sub(self.plain_start.len());
-        self.plain_start
+        let limit = if self.metrics.events != 0 {
+            0
+        } else if matches!(self.body_start, Some(b'{' | b'[' | b'<')) {
+            STRAY_BODY_LIMIT
+        } else if self.unlabelled.is_some() && !field_seen() {
+            PLAIN_START_LIMIT
+        } else {
+            0
+        };
+        let room = limit.saturating_sub(self.stray_body.len());
+        self.stray_body
             .extend_from_slice(&data[..data.len().min(room)]);
     }
 
@@ -336,12 +332,7 @@ impl Ledger {
             return None;
         }
         let what = self.unlabelled.as_deref()?;
-        let kept = if self.plain_start.len() == PLAIN_START_LIMIT {
-            whole_chars(&self.plain_start)
-        } else {
-            &self.plain_start
-        };
-        let excerpt = error::body_excerpt(kept);
+        let excerpt = error::body_excerpt(&self.stray_body);
         // Quoted with its control characters escaped: a page's text goes into a log line.
         (!excerpt.is_empty()).then(|| format!(": the response ({what}) held no event: {excerpt:?}"))
     }
@@ -470,33 +461,6 @@ impl Ledger {
 fn new_parser(sender: &Sender) -> SseParser {
     let config = SseConfig::default().max_event_bytes(sender.config.max_event_bytes);
     SseParser::with_config(config)
-}
-
-/// `bytes` without a UTF-8 sequence cut short at its end (a kept prefix may end inside a
-/// character, which would show as U+FFFD).
-fn whole_chars(bytes: &[u8]) -> &[u8] {
-    // A character is at most 4 bytes: a cut one starts in the last 3.
-    for back in 1..=bytes.len().min(3) {
-        let start = bytes.len() - back;
-        let Some(&lead) = bytes.get(start) else {
-            break;
-        };
-        if lead & 0b1100_0000 == 0b1000_0000 {
-            continue; // a continuation byte: its character starts further back
-        }
-        let width = match lead {
-            0xC0..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF7 => 4,
-            _ => 1,
-        };
-        return if width > back {
-            bytes.get(..start).unwrap_or_default()
-        } else {
-            bytes
-        };
-    }
-    bytes
 }
 
 fn parse(data: &str) -> Option<serde_json::Value> {
@@ -643,13 +607,10 @@ impl ResponseStream {
                             if let Ok(data) = frame.into_data() {
                                 self.ledger.frame_at = Instant::now();
                                 self.ledger.metrics.bytes_received += data.len() as u64;
-                                self.ledger.keep_stray_body(&data);
-                                // Checked per frame, not per event, and only for a body not
-                                // labelled an event stream (the parser has read every earlier
+                                // Per frame, not per event (the parser has read every earlier
                                 // frame's whole lines by now).
-                                if self.ledger.unlabelled.is_some() && !self.parser.saw_field() {
-                                    self.ledger.keep_plain_start(&data);
-                                }
+                                let parser = &self.parser;
+                                self.ledger.keep_stray_body(&data, || parser.saw_field());
                                 self.parser.feed(data);
                             }
                         }
@@ -771,26 +732,7 @@ impl Stream for ResponseStream {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_chat_error_chunk, whole_chars};
-
-    /// A prefix cut inside a character loses that character's bytes, and nothing else.
-    #[test]
-    fn a_character_cut_at_the_end_of_a_prefix_is_left_out() {
-        let text = "a\u{e9}\u{20ac}\u{1f600}";
-        let bytes = text.as_bytes();
-        for cut in 0..=bytes.len() {
-            let whole = whole_chars(&bytes[..cut]);
-            let kept = std::str::from_utf8(whole).unwrap_or_else(|_| panic!("cut at {cut}"));
-            assert!(text.starts_with(kept), "cut at {cut}");
-            assert!(cut - whole.len() < 4, "cut at {cut}");
-            if text.is_char_boundary(cut) {
-                assert_eq!(whole.len(), cut);
-            }
-        }
-        // Bytes that are invalid anyway are left for the lossy conversion to show.
-        assert_eq!(whole_chars(b"x\xff"), b"x\xff");
-        assert_eq!(whole_chars(b"\x80\x80\x80\x80"), b"\x80\x80\x80\x80");
-    }
+    use super::is_chat_error_chunk;
 
     /// An error chunk is told by its top-level `error` member in any layout; a chunk that only
     /// mentions the word, or nests an `error` key, or carries `"error": null` beside its
