@@ -20,7 +20,7 @@ use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::PyList;
 use serde_json::Value;
 
-use crate::args::{int_arg_opt, non_negative_opt};
+use crate::args::count_arg_opt;
 use crate::bridge::{LoopBridge, py_to_value};
 use crate::client::PyClient;
 use crate::errors::shield;
@@ -73,28 +73,17 @@ impl PyAgent {
         fallback_after_529_retries: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         shield(py, "Agent.__init__", || {
-            let max_turns: Option<u32> =
-                non_negative_opt("max_turns", int_arg_opt("max_turns", max_turns)?)?;
-            let max_tokens: Option<u64> =
-                non_negative_opt("max_tokens", int_arg_opt("max_tokens", max_tokens)?)?;
-            let token_budget: Option<u64> =
-                non_negative_opt("token_budget", int_arg_opt("token_budget", token_budget)?)?;
-            let max_continuations: Option<u32> = non_negative_opt(
-                "max_continuations",
-                int_arg_opt("max_continuations", max_continuations)?,
-            )?;
-            let escalated_max_tokens: Option<u64> = non_negative_opt(
-                "escalated_max_tokens",
-                int_arg_opt("escalated_max_tokens", escalated_max_tokens)?,
-            )?;
-            let keep_recent_tool_results: Option<usize> = non_negative_opt(
-                "keep_recent_tool_results",
-                int_arg_opt("keep_recent_tool_results", keep_recent_tool_results)?,
-            )?;
-            let fallback_after_529_retries: Option<u32> = non_negative_opt(
-                "fallback_after_529_retries",
-                int_arg_opt("fallback_after_529_retries", fallback_after_529_retries)?,
-            )?;
+            let max_turns: Option<u32> = count_arg_opt("max_turns", max_turns)?;
+            let max_tokens: Option<u64> = count_arg_opt("max_tokens", max_tokens)?;
+            let token_budget: Option<u64> = count_arg_opt("token_budget", token_budget)?;
+            let max_continuations: Option<u32> =
+                count_arg_opt("max_continuations", max_continuations)?;
+            let escalated_max_tokens: Option<u64> =
+                count_arg_opt("escalated_max_tokens", escalated_max_tokens)?;
+            let keep_recent_tool_results: Option<usize> =
+                count_arg_opt("keep_recent_tool_results", keep_recent_tool_results)?;
+            let fallback_after_529_retries: Option<u32> =
+                count_arg_opt("fallback_after_529_retries", fallback_after_529_retries)?;
             let model_client = client.get().client(py)?;
             let mut registry = ToolRegistry::new();
             let mut executor_config = ExecutorConfig::default();

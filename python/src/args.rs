@@ -90,6 +90,20 @@ pub(crate) fn int_arg_opt(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyRes
     value.map(|value| int_arg(name, value)).transpose()
 }
 
+/// A count argument: an `int` (a `TypeError` naming `name` otherwise) that is not negative
+/// and fits `T` (see [`non_negative`]).
+pub(crate) fn count_arg<T: TryFrom<i128>>(name: &str, value: &Bound<'_, PyAny>) -> PyResult<T> {
+    non_negative(name, int_arg(name, value)?)
+}
+
+/// [`count_arg`] for an optional argument (`None` is absent).
+pub(crate) fn count_arg_opt<T: TryFrom<i128>>(
+    name: &str,
+    value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<T>> {
+    value.map(|value| count_arg(name, value)).transpose()
+}
+
 /// A `str` argument: a `TypeError` naming it otherwise (pyo3's conversion said "'int' object is
 /// not an instance of 'str'", the argument's name only in a note of the exception).
 pub(crate) fn str_arg(name: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {

@@ -20,7 +20,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::args::{float_arg_opt, float_text, int_arg_opt, non_negative_opt};
+use crate::args::{count_arg_opt, float_arg_opt, float_text};
 use crate::bridge::{BridgeSlot, cached_bridge_for_running_loop, into_awaitable, py_to_value};
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::events::event_to_py;
@@ -163,9 +163,7 @@ impl PyClient {
             if let Some(url) = base_url {
                 config = config.with_base_url(url);
             }
-            if let Some(retries) =
-                non_negative_opt("max_retries", int_arg_opt("max_retries", max_retries)?)?
-            {
+            if let Some(retries) = count_arg_opt("max_retries", max_retries)? {
                 config.retry.max_retries = retries;
             }
             if let Some(delay) = retry_base_delay {

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString};
 
-use crate::args::{int_arg_opt, non_negative_opt};
+use crate::args::count_arg_opt;
 use crate::errors::{exclusive, shared, shield};
 
 /// Chunks at least this large are parsed with the interpreter released (`py.detach`): below it,
@@ -216,10 +216,7 @@ impl PySseParser {
     #[pyo3(signature = (*, max_event_bytes = None))]
     fn new(py: Python<'_>, max_event_bytes: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         shield(py, "SseParser.__init__", || {
-            let max_event_bytes: Option<usize> = non_negative_opt(
-                "max_event_bytes",
-                int_arg_opt("max_event_bytes", max_event_bytes)?,
-            )?;
+            let max_event_bytes: Option<usize> = count_arg_opt("max_event_bytes", max_event_bytes)?;
             if max_event_bytes == Some(0) {
                 return Err(PyValueError::new_err("max_event_bytes must be positive"));
             }

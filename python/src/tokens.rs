@@ -13,7 +13,7 @@ use pyo3::types::{
 use serde_json::Value;
 
 use crate::args::{
-    float_arg, float_arg_opt, float_text, int_arg, int_arg_opt, non_negative, non_negative_opt,
+    count_arg, float_arg, float_arg_opt, float_text, int_arg_opt, non_negative_opt,
     saturating_count, saturating_len, str_arg,
 };
 use crate::errors::{exclusive, shared, shield};
@@ -249,11 +249,8 @@ impl PyContextBudget {
         autocompact_percent: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.__init__", || {
-            let window = non_negative("window", int_arg("window", window)?)?;
-            let max_output_tokens = non_negative(
-                "max_output_tokens",
-                int_arg("max_output_tokens", max_output_tokens)?,
-            )?;
+            let window = count_arg("window", window)?;
+            let max_output_tokens = count_arg("max_output_tokens", max_output_tokens)?;
             let overrides = Overrides::of(
                 output_reserve_cap,
                 autocompact_buffer,
