@@ -1184,3 +1184,124 @@ async fn a_file_replaced_by_another_of_the_same_size_and_time_counts_as_changed(
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "debug = true!\n");
 }
+
+/// Cancels `cancel` as soon as a temporary file of `write`/`edit` appears in `dir`: the tool is
+/// then writing the new text and has not yet put it in place.
+fn cancel_once_a_temporary_file_appears(
+    dir: &Path,
+    cancel: CancellationToken,
+) -> std::thread::JoinHandle<bool> {
+    let dir = dir.to_path_buf();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let seen = std::fs::read_dir(&dir).unwrap().any(|entry| {
+                let name = entry.unwrap().file_name();
+                name.to_string_lossy().contains(".ferroloop-")
+            });
+            if seen {
+                cancel.cancel();
+                return true;
+            }
+        }
+        false
+    })
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A `write` or `edit` cancelled while it writes its temporary file does not put it in place:
+/// the file keeps its text, the temporary file is removed, and the call says it was cancelled
+/// (which is then true).
+#[tokio::test]
+async fn write_and_edit_cancelled_before_they_commit_leave_the_file_untouched() {
+    // Large enough that writing it takes far longer than the watcher takes to see it.
+    let big = "0123456789abcdef\n".repeat(4 << 20);
+    for name in ["write", "edit"] {
+        let (dir, workspace) = workspace();
+        std::fs::write(dir.path().join("f.txt"), format!("old\n{big}")).unwrap();
+        tool("read", &workspace)
+            .call(
+                json!({"file_path": "f.txt", "limit": 1}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        let input = if name == "write" {
+            json!({"file_path": "f.txt", "content": big})
+        } else {
+            json!({"file_path": "f.txt", "old_string": "old\n", "new_string": "new\n"})
+        };
+        let cancel = CancellationToken::new();
+        let watcher = cancel_once_a_temporary_file_appears(dir.path(), cancel.clone());
+        let result = tool(name, &workspace).call(input, cancel).await;
+        assert!(watcher.join().unwrap(), "{name}: no temporary file seen");
+        assert!(
+            matches!(result, Err(ToolFailure::Cancelled)),
+            "{name}: {result:?}"
+        );
+        let text = std::fs::read_to_string(dir.path().join("f.txt")).unwrap();
+        assert!(text.starts_with("old\n"), "{name}: the file was changed");
+        assert_eq!(names_in(dir.path()), ["f.txt"], "{name}");
+    }
+}
+
+/// A `write` or `edit` that has put its file in place stands as it is: cancelled afterwards
+/// (its turn cancelled before the executor saw its answer), it is reported with its own answer,
+/// not as cancelled, since the file did change. A model told "cancelled" would redo an edit
+/// that was applied.
+#[tokio::test]
+async fn a_write_or_edit_that_completed_keeps_its_answer_when_cancelled_afterwards() {
+    for (name, expected) in [
+        ("write", "Overwrote 'f.txt' (4 bytes, 1 lines)"),
+        ("edit", "Replaced 1 occurrence in 'f.txt'"),
+    ] {
+        let (dir, workspace) = workspace();
+        let path = dir.path().join("f.txt");
+        std::fs::write(&path, "old\n").unwrap();
+        tool("read", &workspace)
+            .call(json!({"file_path": "f.txt"}), CancellationToken::new())
+            .await
+            .unwrap();
+        let input = if name == "write" {
+            json!({"file_path": "f.txt", "content": "new\n"})
+        } else {
+            json!({"file_path": "f.txt", "old_string": "old", "new_string": "new"})
+        };
+        let executor = ToolExecutor::new(registry(&workspace));
+        let mut turn = executor.turn();
+        turn.submit(ToolUse::new("t1", name, input)).unwrap();
+        turn.begin_finish();
+        // Start the call, then keep the turn from seeing its answer until it was cancelled.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let polled =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(turn.poll_finish(cx))).await;
+            assert!(polled.is_pending(), "{name}: ended before it was cancelled");
+            let waited = Instant::now() + Duration::from_millis(100);
+            while Instant::now() < waited && std::fs::read_to_string(&path).unwrap() == "old\n" {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if std::fs::read_to_string(&path).unwrap() == "new\n" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name}: never written");
+        }
+        // Time for the tool to return its answer once the file is in place.
+        std::thread::sleep(Duration::from_millis(300));
+        turn.cancel();
+        let results = std::future::poll_fn(|cx| turn.poll_finish(cx))
+            .await
+            .unwrap();
+        assert_eq!(text(&results[0]), expected, "{name}");
+        assert!(!results[0].is_error, "{name}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+    }
+}

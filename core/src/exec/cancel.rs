@@ -126,6 +126,16 @@ impl TurnCancellation {
         }
     }
 
+    /// Records that call `index` made a change that stands (a built-in `write` or `edit` put
+    /// its file in place, having checked just before that it was not cancelled): its answer is
+    /// its outcome even when a cancellation is observed before it, since the cancellation's
+    /// message would tell the model that nothing happened. Recorded whether or not a
+    /// cancellation was observed: one may be observed after this and before the answer is.
+    #[cfg(feature = "tools")]
+    pub(crate) fn committed(&self, index: usize) {
+        self.order.record(index, true);
+    }
+
     /// Whether the answer call `index` just returned is its outcome, the cancellation being
     /// observed (`cancelled`) or not: not when its host reported it late; when cancelled, only
     /// when its host reported it in time (a tool that saw the cancellation and returned is

@@ -137,6 +137,18 @@ impl ToolContext {
         }
     }
 
+    /// Tells the executor that this call has made a change that stands (a built-in `write` or
+    /// `edit` put its file in place after checking its token): its answer is its outcome even
+    /// if the executor observes a cancellation before it. Unlike an answer a host delivers after
+    /// the cancellation (which is the cancellation's), this answer reports what was done. No
+    /// effect outside a turn.
+    #[cfg(feature = "tools")]
+    pub(crate) fn committed(&self) {
+        if let Some(shared) = &self.progress.shared {
+            shared.cancellation.committed(self.index);
+        }
+    }
+
     /// A channel for this call's answer when a host delivers it from outside the call's future
     /// (another thread, another language's event loop): the host keeps the
     /// [`AnswerSender`] and sends the answer from anywhere; the call's future awaits the

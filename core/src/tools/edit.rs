@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::output::{Utf16, looks_binary};
 use super::write::replace_file;
-use super::{ToolFailure, Workspace, parse_input, run_to_completion};
+use super::{CommitGate, ToolFailure, Workspace, parse_input, run_to_completion};
 
 /// Replaces an exact string in a file. Not concurrency-safe.
 #[derive(Debug, Clone)]
@@ -61,12 +61,19 @@ impl EditTool {
         })
     }
 
-    /// Runs the tool. Like `write`, a started edit is not interrupted by cancellation.
+    /// Runs the tool. Like `write`, a cancellation is honoured up to the moment the edited
+    /// text takes the file's place (the file is then left as it was); past it the edit
+    /// completes.
     pub async fn call(
         &self,
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
+        self.run(input, CommitGate { cancel, ctx: None }).await
+    }
+
+    /// [`call`](Self::call), committing through `gate`.
+    pub(super) async fn run(&self, input: Value, gate: CommitGate) -> Result<String, ToolFailure> {
         let input: EditInput = parse_input(Self::NAME, || self.input_schema(), input)?;
         if input.old_string.is_empty() {
             return Err(ToolFailure::InvalidInput(
@@ -80,11 +87,17 @@ impl EditTool {
         }
         let path = self.workspace.resolve(&input.file_path)?;
         let workspace = self.workspace.clone();
-        run_to_completion(&cancel, move || edit_file(&workspace, &path, &input)).await
+        let cancel = gate.token().clone();
+        run_to_completion(&cancel, move || edit_file(&workspace, &path, &input, &gate)).await
     }
 }
 
-fn edit_file(workspace: &Workspace, path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
+fn edit_file(
+    workspace: &Workspace,
+    path: &Path,
+    input: &EditInput,
+    gate: &CommitGate,
+) -> Result<String, ToolFailure> {
     let shown = input.file_path.as_str();
     let metadata =
         std::fs::metadata(path).map_err(|error| ToolFailure::io("edit", shown, error))?;
@@ -155,7 +168,7 @@ fn edit_file(workspace: &Workspace, path: &Path, input: &EditInput) -> Result<St
         Some(encoding) => encoding.encode(&edited),
         None => edited.into_bytes(),
     };
-    replace_file(path, &edited).map_err(|error| ToolFailure::io("write", shown, error))?;
+    replace_file(path, &edited, gate).map_err(|error| error.failure(shown))?;
     workspace.note_written(path);
     let noun = if count == 1 {
         "occurrence"

@@ -135,16 +135,28 @@ impl BuiltinTool {
     }
 
     /// Runs the tool on `input`. Cancelling `cancel` ends the call promptly with
-    /// [`ToolFailure::Cancelled`] (`write` and `edit` finish a write they have started).
+    /// [`ToolFailure::Cancelled`] (`write` and `edit` stop only up to the moment their new
+    /// text takes the file's place, leaving the file as it was; past it they complete).
     pub async fn call(
         &self,
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
+        self.call_in(input, cancel, None).await
+    }
+
+    /// [`call`](Self::call), in the executor's call `ctx` when there is one: `write` and `edit`
+    /// tell it when they commit their change (see [`CommitGate`]).
+    async fn call_in(
+        &self,
+        input: Value,
+        cancel: CancellationToken,
+        ctx: Option<ToolContext>,
+    ) -> Result<String, ToolFailure> {
         match self {
             Self::Read(tool) => tool.call(input, cancel).await,
-            Self::Write(tool) => tool.call(input, cancel).await,
-            Self::Edit(tool) => tool.call(input, cancel).await,
+            Self::Write(tool) => tool.run(input, CommitGate { cancel, ctx }).await,
+            Self::Edit(tool) => tool.run(input, CommitGate { cancel, ctx }).await,
             Self::Glob(tool) => tool.call(input, cancel).await,
             Self::Grep(tool) => tool.call(input, cancel).await,
             Self::Bash(tool) => tool.call(input, cancel).await,
@@ -184,7 +196,7 @@ impl Tool for BuiltinTool {
         let tool = self.clone();
         let cancel = ctx.cancellation_token().clone();
         Box::pin(async move {
-            BuiltinTool::call(&tool, input, cancel)
+            tool.call_in(input, cancel, Some(ctx))
                 .await
                 .map(ToolOutput::text)
                 .map_err(|failure| ToolError::Failed(failure.to_string()))
@@ -343,8 +355,9 @@ where
     }
 }
 
-/// Runs blocking work that must not be abandoned halfway (a file write): cancellation is only
-/// honoured before it starts.
+/// Runs blocking work that must not be abandoned halfway (a file write): cancellation is
+/// honoured before it starts, and then only where the job checks it (see [`CommitGate`]); the
+/// call waits for the job, so that its answer says what the job did.
 async fn run_to_completion<T, F>(cancel: &CancellationToken, job: F) -> Result<T, ToolFailure>
 where
     T: Send + 'static,
@@ -356,6 +369,41 @@ where
     tokio::task::spawn_blocking(job)
         .await
         .map_err(worker_failed)?
+}
+
+/// The point of no return of a call that changes a file (`write`, `edit`), passed just before
+/// the new text takes the file's place.
+///
+/// A call cancelled by then stops there and leaves the file as it was: it is reported as
+/// cancelled, which is then true. Past the gate the change is made whatever comes, and the
+/// executor is told so (through the call's context): the call's own answer is its outcome even
+/// when a cancellation is observed before the answer is. Otherwise the executor's rule for an
+/// answer that comes after a cancellation (it is the cancellation's) would report an applied
+/// change as cancelled, and the model would redo an edit already made.
+pub(crate) struct CommitGate {
+    cancel: CancellationToken,
+    /// The executor's context of the call; `None` for a direct call, where the caller reads
+    /// the answer itself.
+    ctx: Option<ToolContext>,
+}
+
+impl CommitGate {
+    /// Whether the change may be committed: false once the call is cancelled. When true, the
+    /// executor has been told that the change is being made.
+    fn pass(&self) -> bool {
+        if self.cancel.is_cancelled() {
+            return false;
+        }
+        if let Some(ctx) = &self.ctx {
+            ctx.committed();
+        }
+        true
+    }
+
+    /// The token the call was given.
+    fn token(&self) -> &CancellationToken {
+        &self.cancel
+    }
 }
 
 fn worker_failed(error: tokio::task::JoinError) -> ToolFailure {

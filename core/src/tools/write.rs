@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{ToolFailure, Workspace, parse_input, run_to_completion};
+use super::{CommitGate, ToolFailure, Workspace, parse_input, run_to_completion};
 
 /// Writes a whole file. Not concurrency-safe.
 #[derive(Debug, Clone)]
@@ -57,18 +57,25 @@ impl WriteTool {
         })
     }
 
-    /// Runs the tool. Once started, the write is not interrupted by cancellation (a file is
-    /// never left half-written because of it); a token cancelled before the start is honoured.
+    /// Runs the tool. A cancellation is honoured up to the moment the new text takes the
+    /// file's place (the file is then left as it was, and no temporary file remains); past it
+    /// the write completes, so a file is never left half-written because of it.
     pub async fn call(
         &self,
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
+        self.run(input, CommitGate { cancel, ctx: None }).await
+    }
+
+    /// [`call`](Self::call), committing through `gate`.
+    pub(super) async fn run(&self, input: Value, gate: CommitGate) -> Result<String, ToolFailure> {
         let input: WriteInput = parse_input(Self::NAME, || self.input_schema(), input)?;
         let path = self.workspace.resolve(&input.file_path)?;
         let workspace = self.workspace.clone();
+        let cancel = gate.token().clone();
         run_to_completion(&cancel, move || {
-            write_file(&workspace, &path, &input.file_path, &input.content)
+            write_file(&workspace, &path, &input.file_path, &input.content, &gate)
         })
         .await
     }
@@ -79,6 +86,7 @@ fn write_file(
     path: &Path,
     shown: &str,
     content: &str,
+    gate: &CommitGate,
 ) -> Result<String, ToolFailure> {
     // Resolution drops a trailing `/`, which would turn "create under this directory" into a
     // file with the directory's name.
@@ -119,8 +127,7 @@ fn write_file(
             }
         })?;
     }
-    replace_file(path, content.as_bytes())
-        .map_err(|error| ToolFailure::io("write", shown, error))?;
+    replace_file(path, content.as_bytes(), gate).map_err(|error| error.failure(shown))?;
     workspace.note_written(path);
     let lines = content.lines().count();
     let verb = if existed { "Overwrote" } else { "Created" };
@@ -128,6 +135,39 @@ fn write_file(
         "{verb} '{shown}' ({} bytes, {lines} lines)",
         content.len()
     ))
+}
+
+/// Why [`replace_file`] left the file as it was.
+#[derive(Debug)]
+pub(super) enum ReplaceError {
+    /// The call was cancelled before the new text took the file's place.
+    Cancelled,
+    /// The file could not be written (it may be truncated only where it is written in place).
+    Io(io::Error),
+}
+
+impl ReplaceError {
+    /// The tool's failure, for the file `shown` as the model named it.
+    pub(super) fn failure(self, shown: &str) -> ToolFailure {
+        match self {
+            Self::Cancelled => ToolFailure::Cancelled,
+            Self::Io(error) => ToolFailure::io("write", shown, error),
+        }
+    }
+}
+
+impl From<io::Error> for ReplaceError {
+    fn from(error: io::Error) -> Self {
+        Self::Io(error)
+    }
+}
+
+/// Writes `bytes` over `path` in place, once `gate` lets the change be made.
+fn write_in_place(path: &Path, bytes: &[u8], gate: &CommitGate) -> Result<(), ReplaceError> {
+    if !gate.pass() {
+        return Err(ReplaceError::Cancelled);
+    }
+    Ok(std::fs::write(path, bytes)?)
 }
 
 /// Makes `bytes` the content of `path` (a resolved path whose parent directory exists) as one
@@ -141,11 +181,18 @@ fn write_file(
 /// take its place unnoticed: a file with other hard links (they would keep the old text), one
 /// whose owner cannot be given to the new file, or one in a directory this process may not
 /// create files in.
-pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+///
+/// `gate` is passed just before the new text takes the file's place (the rename, or the write
+/// in place): a call cancelled by then leaves the file as it was, its temporary file removed.
+pub(super) fn replace_file(
+    path: &Path,
+    bytes: &[u8],
+    gate: &CommitGate,
+) -> Result<(), ReplaceError> {
     let existing = match std::fs::metadata(path) {
         Ok(metadata) => Some(metadata),
         Err(error) if error.kind() == io::ErrorKind::NotFound => None,
-        Err(error) => return Err(error),
+        Err(error) => return Err(error.into()),
     };
     if existing.is_some() {
         // A rename needs only the directory's permission: without this, a file made read-only
@@ -157,17 +204,17 @@ pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .as_ref()
         .is_some_and(|metadata| metadata.nlink() > 1)
     {
-        return std::fs::write(path, bytes);
+        return write_in_place(path, bytes, gate);
     }
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return std::fs::write(path, bytes);
+        return write_in_place(path, bytes, gate);
     };
     let (temporary, mut file) = match create_temporary(dir, name) {
         Ok(created) => created,
         Err(error) if error.kind() == io::ErrorKind::PermissionDenied => {
-            return std::fs::write(path, bytes);
+            return write_in_place(path, bytes, gate);
         }
-        Err(error) => return Err(error),
+        Err(error) => return Err(error.into()),
     };
     let written = (|| {
         if let Some(metadata) = &existing {
@@ -180,6 +227,10 @@ pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
         // Without it a power loss soon after the rename may leave an empty file on some file
         // systems: the rename can reach the disk before the data.
         file.sync_all()?;
+        // The last moment the call may stop with the file untouched: the rename is the change.
+        if !gate.pass() {
+            return Err(ReplaceError::Cancelled);
+        }
         std::fs::rename(&temporary, path)?;
         Ok(true)
     })();
@@ -188,9 +239,10 @@ pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
         Ok(false) => {
             drop(file);
             let _ = std::fs::remove_file(&temporary);
-            std::fs::write(path, bytes)
+            write_in_place(path, bytes, gate)
         }
         Err(error) => {
+            drop(file);
             let _ = std::fs::remove_file(&temporary);
             Err(error)
         }
