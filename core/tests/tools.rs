@@ -641,28 +641,32 @@ async fn a_trailing_slash_on_a_file_is_refused_by_every_tool() {
 
 /// An invalid glob is quoted as the model wrote it, once, with what is wrong: not as the tools
 /// rewrote it (a leading `./` dropped), nor the parser's own quote of that rewrite beside it.
+/// `glob`'s pattern and `grep`'s glob filter say it in the same words.
 #[tokio::test]
 async fn an_invalid_glob_is_quoted_as_written() {
     let (_dir, workspace) = workspace();
-    let failure = tool("glob", &workspace)
-        .call(json!({"pattern": "./[a"}), CancellationToken::new())
-        .await
-        .unwrap_err();
-    assert_eq!(
-        failure.to_string(),
-        "Invalid input: invalid glob pattern './[a': unclosed character class; missing ']'"
-    );
-    let failure = tool("grep", &workspace)
-        .call(
-            json!({"pattern": "x", "glob": "./[a"}),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(
-        failure.to_string(),
-        "Invalid input: invalid glob './[a': unclosed character class; missing ']'"
-    );
+    for (glob, problem) in [
+        ("./[a", "unclosed character class; missing ']'"),
+        (
+            "src/{a,b",
+            "unclosed alternate group; missing '}' (maybe escape '{' with '[{]'?)",
+        ),
+    ] {
+        let expected = format!("Invalid input: invalid glob pattern '{glob}': {problem}");
+        let failure = tool("glob", &workspace)
+            .call(json!({"pattern": glob}), CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert_eq!(failure.to_string(), expected, "glob");
+        let failure = tool("grep", &workspace)
+            .call(
+                json!({"pattern": "x", "glob": glob}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(failure.to_string(), expected, "grep");
+    }
 }
 
 /// A NUL byte stops the search of a file (ripgrep's binary detection). When that file matched

@@ -144,6 +144,13 @@ pub enum ToolFailure {
 }
 
 impl ToolFailure {
+    /// The [`ToolFailure::InvalidInput`] of a glob that does not parse: `glob`'s pattern and
+    /// `grep`'s glob filter say it in the same words. `written` is the glob as the model wrote
+    /// it (the parsers quote it as the tools rewrote it), `problem` what is wrong with it.
+    pub(crate) fn invalid_glob(written: &str, problem: impl std::fmt::Display) -> Self {
+        Self::InvalidInput(format!("invalid glob pattern '{written}': {problem}"))
+    }
+
     /// An [`ToolFailure::Io`] for `path`, mapping "not found" to [`ToolFailure::NotFound`].
     pub(crate) fn io(operation: &'static str, path: &str, source: std::io::Error) -> Self {
         if source.kind() == std::io::ErrorKind::NotFound {

@@ -101,13 +101,8 @@ impl GlobTool {
         let matcher = GlobBuilder::new(&input.pattern)
             .literal_separator(true)
             .build()
-            .map_err(|error| {
-                // The error's own text quotes the rewritten pattern; its kind says what is wrong.
-                ToolFailure::InvalidInput(format!(
-                    "invalid glob pattern '{written}': {}",
-                    error.kind()
-                ))
-            })?
+            // The error's own text quotes the rewritten pattern; its kind says what is wrong.
+            .map_err(|error| ToolFailure::invalid_glob(&written, error.kind()))?
             .compile_matcher();
         let shown_base = input.path.unwrap_or_else(|| ".".to_owned());
         let base = self.workspace.resolve(&shown_base)?;

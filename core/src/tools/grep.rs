@@ -268,7 +268,7 @@ fn glob_filter(workspace: &Workspace, base: &Path, glob: &str) -> Result<Overrid
             ignore::Error::Glob { err, .. } => err,
             other => other.to_string(),
         };
-        ToolFailure::InvalidInput(format!("invalid glob '{glob}': {problem}"))
+        ToolFailure::invalid_glob(glob, problem)
     };
     let (bang, pattern) = match glob.strip_prefix('!') {
         Some(negated) => ("!", without_leading_dot_slash(negated)),
