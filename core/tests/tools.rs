@@ -1309,3 +1309,65 @@ async fn a_write_or_edit_that_completed_keeps_its_answer_when_cancelled_afterwar
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
     }
 }
+
+/// A binary file can be replaced by `write`: `read` refuses to show it but records what it saw,
+/// and says so. The rule that keeps a model from overwriting what it has not seen holds: a
+/// binary file never read, or changed since the refused read, is still refused.
+#[tokio::test]
+async fn a_binary_file_read_and_refused_can_be_replaced_by_write() {
+    let (dir, workspace) = workspace();
+    let path = dir.path().join("logo.bin");
+    std::fs::write(&path, b"\x89PNG\0\0binary").unwrap();
+    let write = |content: &str| {
+        let write = tool("write", &workspace);
+        let input = json!({"file_path": "logo.bin", "content": content});
+        async move { write.call(input, CancellationToken::new()).await }
+    };
+    let failure = write("text").await.unwrap_err();
+    assert!(matches!(failure, ToolFailure::NotReadYet(_)), "{failure:?}");
+
+    let read = || {
+        let read = tool("read", &workspace);
+        async move {
+            read.call(json!({"file_path": "logo.bin"}), CancellationToken::new())
+                .await
+        }
+    };
+    let failure = read().await.unwrap_err();
+    assert!(matches!(failure, ToolFailure::BinaryFile(_)), "{failure:?}");
+    assert_eq!(
+        failure.to_string(),
+        "'logo.bin' appears to be a binary file (it contains NUL bytes); only text files can be read or edited; `write` may replace it whole"
+    );
+    // Changed since that read: refused.
+    std::fs::write(&path, b"\x89PNG\0\0binary, changed").unwrap();
+    let failure = write("text").await.unwrap_err();
+    assert!(
+        matches!(failure, ToolFailure::ChangedSinceRead(_)),
+        "{failure:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), b"\x89PNG\0\0binary, changed");
+    read().await.unwrap_err();
+    let out = write("text\n").await.unwrap();
+    assert_eq!(out, "Overwrote 'logo.bin' (5 bytes, 1 lines)");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "text\n");
+    // `edit` still refuses a binary file it has seen (and says the same: edit reaches this only
+    // for a file read and unchanged since, which `write` may replace).
+    std::fs::write(dir.path().join("b.bin"), b"a\0b").unwrap();
+    tool("read", &workspace)
+        .call(json!({"file_path": "b.bin"}), CancellationToken::new())
+        .await
+        .unwrap_err();
+    let failure = tool("edit", &workspace)
+        .call(
+            json!({"file_path": "b.bin", "old_string": "a", "new_string": "c"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(failure, ToolFailure::BinaryFile(_)), "{failure:?}");
+    assert_eq!(
+        failure.to_string(),
+        "'b.bin' appears to be a binary file (it contains NUL bytes); only text files can be read or edited; `write` may replace it whole"
+    );
+}

@@ -51,9 +51,11 @@ pub enum ToolFailure {
     /// created again.
     #[error("The workspace root '{}' no longer exists; nothing was written", .0.display())]
     WorkspaceRootGone(PathBuf),
-    /// The file holds binary data (a NUL byte was found), which the text tools refuse.
+    /// The file holds binary data (a NUL byte was found), which the text tools refuse. `read`
+    /// records the file as seen all the same (and `edit` says this only of a file seen and not
+    /// changed since), so `write` may replace it whole.
     #[error(
-        "'{0}' appears to be a binary file (it contains NUL bytes); only text files can be read or edited"
+        "'{0}' appears to be a binary file (it contains NUL bytes); only text files can be read or edited; `write` may replace it whole"
     )]
     BinaryFile(String),
     /// The file is not valid UTF-8, so an exact-string edit cannot be applied safely.

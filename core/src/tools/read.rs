@@ -125,10 +125,17 @@ impl ReadTool {
         run_blocking(&cancel, move || {
             let (text, stamp) =
                 read_lines(&path, &input.file_path, offset, limit, &limits, &job_cancel)?;
-            // Any successful read counts, a page of a long file included (as it does for
-            // Claude Code): the model has seen the file as it is now.
-            workspace.note_seen(&path, stamp);
-            Ok(text)
+            match text {
+                // Any successful read counts, a page of a long file included (as it does for
+                // Claude Code): the model has seen the file as it is now.
+                Ok(_) |
+                // A binary file is refused, but the model then knows what the file is, which
+                // is all it can know of it: recorded as seen, so that `write` may replace it
+                // whole (nothing else could), though not once it changed since.
+                Err(ToolFailure::BinaryFile(_)) => workspace.note_seen(&path, stamp),
+                Err(_) => {}
+            }
+            text
         })
         .await
     }
@@ -137,6 +144,8 @@ impl ReadTool {
 /// Lines checked between two looks at the cancellation token.
 const LINES_PER_CANCEL_CHECK: usize = 4096;
 
+/// The numbered lines of the file `path`, or why they are not shown, with the file's stamp as
+/// it was opened; the error is the file's that could not be opened or looked at.
 fn read_lines(
     path: &Path,
     shown: &str,
@@ -144,7 +153,7 @@ fn read_lines(
     limit: usize,
     limits: &ReadLimits,
     cancel: &CancellationToken,
-) -> Result<(String, FileStamp), ToolFailure> {
+) -> Result<(Result<String, ToolFailure>, FileStamp), ToolFailure> {
     // Non-blocking, so that opening a named pipe returns at once instead of waiting forever
     // for a writer (the metadata check below then refuses it); regular files ignore the flag.
     let file = File::options()
@@ -173,10 +182,11 @@ fn read_lines(
         reader.consume(2);
         let mut decoded =
             BufReader::with_capacity(READ_BUFFER_BYTES, Utf16Reader::new(reader, encoding));
-        return number_lines(&mut decoded, shown, offset, limit, limits, cancel)
-            .map(|text| (text, stamp));
+        let text = number_lines(&mut decoded, shown, offset, limit, limits, cancel);
+        return Ok((text, stamp));
     }
-    number_lines(&mut reader, shown, offset, limit, limits, cancel).map(|text| (text, stamp))
+    let text = number_lines(&mut reader, shown, offset, limit, limits, cancel);
+    Ok((text, stamp))
 }
 
 /// Bytes read from the file at a time.
