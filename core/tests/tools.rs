@@ -1052,16 +1052,27 @@ async fn read_can_open_the_spill_file_a_preview_points_to() {
         })
         .unwrap_or_else(|| panic!("{preview}"))
         .to_owned();
+    let spill_dir = Path::new(&saved).parent().unwrap().display().to_string();
 
-    let results = executor
+    let mut results = executor
         .run(vec![
             ToolUse::new("r2", "read", json!({"file_path": saved, "offset": 10, "limit": 2})),
             ToolUse::new("r3", "read", json!({"file_path": outside.path().join("secret.txt")})),
-            ToolUse::new("r4", "read", json!({"file_path": format!("{}/../../{}/secret.txt", saved, outside.path().display())})),
+            ToolUse::new("r4", "read", json!({"file_path": format!("{}/../../{}/secret.txt", spill_dir, outside.path().display())})),
             ToolUse::new("r5", "write", json!({"file_path": saved, "content": "x"})),
+            // Through the spill file, as if it were a directory: refused as the kernel refuses
+            // it (ENOTDIR), wherever `..` would have led.
+            ToolUse::new("r6", "read", json!({"file_path": format!("{}/../../{}/secret.txt", saved, outside.path().display())})),
         ])
         .await
         .unwrap();
+    let past_the_file = results.pop().unwrap();
+    assert!(past_the_file.is_error);
+    assert!(
+        text(&past_the_file).contains(&format!("goes on past '{saved}'")),
+        "{}",
+        text(&past_the_file)
+    );
     assert!(!results[0].is_error, "{}", text(&results[0]));
     assert!(
         text(&results[0]).contains("line 00009"),
@@ -1308,6 +1319,86 @@ async fn a_write_or_edit_that_completed_keeps_its_answer_when_cancelled_afterwar
         assert!(!results[0].is_error, "{name}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
     }
+}
+
+/// A path that goes on past a file with `..` (`a.txt/../x`) is refused, as the kernel refuses it
+/// (ENOTDIR), by every tool: resolved lexically it would name `x`, a file the model did not
+/// name. The refusal names the file, and says nothing of one outside the workspace.
+#[tokio::test]
+async fn a_path_going_on_past_a_file_is_refused_by_every_tool() {
+    let outer = tempfile::tempdir().unwrap();
+    std::fs::create_dir(outer.path().join("ws")).unwrap();
+    std::fs::write(outer.path().join("secret.txt"), "secret\n").unwrap();
+    let root = outer.path().join("ws");
+    let workspace = Workspace::new(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "needle\n").unwrap();
+    std::fs::write(root.join("x"), "needle\n").unwrap();
+    std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
+    std::os::unix::fs::symlink("a.txt/../x", root.join("through")).unwrap();
+    for name in ["a.txt", "x"] {
+        tool("read", &workspace)
+            .call(json!({"file_path": name}), CancellationToken::new())
+            .await
+            .unwrap();
+    }
+    let inputs = |path: &str| {
+        [
+            ("read", json!({"file_path": path})),
+            (
+                "edit",
+                json!({"file_path": path, "old_string": "needle", "new_string": "pin"}),
+            ),
+            ("grep", json!({"pattern": "needle", "path": path})),
+            ("glob", json!({"pattern": "*", "path": path})),
+            ("write", json!({"file_path": path, "content": "x"})),
+        ]
+    };
+    for path in [
+        "a.txt/../x",
+        "./a.txt/./../x",
+        "a.txt/..",
+        "link/../x",
+        "through",
+        "a.txt/../../ws/x",
+        "a.txt/missing/../../x",
+    ] {
+        for (name, input) in inputs(path) {
+            let failure = tool(name, &workspace)
+                .call(input, CancellationToken::new())
+                .await
+                .unwrap_err();
+            assert_eq!(
+                failure.to_string(),
+                format!(
+                    "'{path}' goes on past 'a.txt' as if it were a directory, but it is not one; name the path without it"
+                ),
+                "{name} {path}"
+            );
+        }
+    }
+    // A file outside is not described: the path is outside, whatever it would have led to.
+    for (name, input) in inputs("../secret.txt/../ws/x") {
+        let failure = tool(name, &workspace)
+            .call(input, CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::OutsideWorkspace { .. }),
+            "{name}: {failure:?}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(root.join("x")).unwrap(), "needle\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "needle\n"
+    );
+    // `..` after a directory still climbs out of it.
+    std::fs::create_dir(root.join("sub")).unwrap();
+    let out = tool("read", &workspace)
+        .call(json!({"file_path": "sub/../x"}), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out, "     1\tneedle\n");
 }
 
 /// A binary file can be replaced by `write`: `read` refuses to show it but records what it saw,

@@ -33,6 +33,18 @@ pub enum ToolFailure {
         /// The same path without its trailing `/` (or `/.`).
         file: String,
     },
+    /// The path goes on past an existing file (or another non-directory) with `..`, as in
+    /// `a.txt/../x`, as if the file were a directory. The kernel refuses such a path
+    /// (ENOTDIR); resolved lexically it would name another file (`x`).
+    #[error(
+        "'{path}' goes on past '{file}' as if it were a directory, but it is not one; name the path without it"
+    )]
+    PastAFile {
+        /// The path as the model gave it.
+        path: String,
+        /// The file it goes on past, relative to the workspace root.
+        file: String,
+    },
     /// A text file was expected but the path names something else.
     #[error("'{0}' is not a regular file")]
     NotAFile(String),

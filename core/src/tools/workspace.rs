@@ -182,28 +182,42 @@ impl Workspace {
     /// below it, and with [`ToolFailure::InvalidInput`] on an empty path, a NUL byte, a leading
     /// `~` (home is not expanded), or a symbolic-link loop; with [`ToolFailure::NotADirectory`]
     /// when the path ends in `/` (or `/.`) but what it resolves to exists and is not a directory.
+    ///
+    /// A path that goes on past an existing file with `..` (`a.txt/../x`) fails with
+    /// [`ToolFailure::PastAFile`], as the kernel refuses it (ENOTDIR), when that file is inside
+    /// the workspace; with [`ToolFailure::OutsideWorkspace`] when it is not.
     pub fn resolve(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
-        let resolved = self.resolve_anywhere(raw)?;
-        if resolved.starts_with(&self.root) {
-            refuse_a_file_named_as_a_directory(raw, resolved)
-        } else {
-            Err(self.outside(raw))
-        }
+        self.resolve_within(raw, |path| path.starts_with(&self.root))
     }
 
     /// [`resolve`](Self::resolve) for reading: a path below one of the
     /// [`also_readable`](Self::also_readable) directories is accepted too.
     pub fn resolve_readable(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
-        let resolved = self.resolve_anywhere(raw)?;
         let readable = |path: &Path| {
             self.readable.iter().any(|dir| {
                 std::fs::canonicalize(dir).is_ok_and(|dir| path.starts_with(&dir) && path != dir)
             })
         };
-        if resolved.starts_with(&self.root) || readable(&resolved) {
-            refuse_a_file_named_as_a_directory(raw, resolved)
-        } else {
-            Err(self.outside(raw))
+        self.resolve_within(raw, |path| path.starts_with(&self.root) || readable(path))
+    }
+
+    /// `raw` resolved, when `allowed` accepts where it leads. What is wrong with a path is said
+    /// only once it is known to stay where it is allowed, so that the answer says nothing
+    /// about what lies outside.
+    fn resolve_within(
+        &self,
+        raw: &str,
+        allowed: impl Fn(&Path) -> bool,
+    ) -> Result<PathBuf, ToolFailure> {
+        match self.resolve_anywhere(raw)? {
+            Resolved::Path(resolved) if allowed(&resolved) => {
+                refuse_a_file_named_as_a_directory(raw, resolved)
+            }
+            Resolved::PastFile(file) if allowed(&file) => Err(ToolFailure::PastAFile {
+                path: raw.to_owned(),
+                file: self.display_relative(&file),
+            }),
+            Resolved::Path(_) | Resolved::PastFile(_) => Err(self.outside(raw)),
         }
     }
 
@@ -216,7 +230,7 @@ impl Workspace {
 
     /// A path argument checked for what no tool accepts and resolved to a canonical path,
     /// wherever it leads.
-    fn resolve_anywhere(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
+    fn resolve_anywhere(&self, raw: &str) -> Result<Resolved, ToolFailure> {
         if raw.is_empty() {
             return Err(ToolFailure::InvalidInput("the path is empty".to_owned()));
         }
@@ -239,12 +253,14 @@ impl Workspace {
         } else {
             self.root.to_path_buf()
         };
-        resolve_from(start, requested).map_err(|error| match error {
-            ResolveError::SymlinkLoop => {
-                ToolFailure::InvalidInput(format!("too many levels of symbolic links in '{raw}'"))
-            }
-            ResolveError::Io(source) => ToolFailure::io("resolve", raw, source),
-        })
+        match resolve_from(start, requested) {
+            Ok(resolved) => Ok(Resolved::Path(resolved)),
+            Err(ResolveError::PastFile(file)) => Ok(Resolved::PastFile(file)),
+            Err(ResolveError::SymlinkLoop) => Err(ToolFailure::InvalidInput(format!(
+                "too many levels of symbolic links in '{raw}'"
+            ))),
+            Err(ResolveError::Io(source)) => Err(ToolFailure::io("resolve", raw, source)),
+        }
     }
 
     /// `path` (a resolved path inside the workspace) relative to the root, for tool output;
@@ -282,8 +298,19 @@ fn refuse_a_file_named_as_a_directory(
     Ok(resolved)
 }
 
+/// Where a path leads.
+enum Resolved {
+    /// The canonical path.
+    Path(PathBuf),
+    /// Nowhere: the path goes on past this existing non-directory with `..`.
+    PastFile(PathBuf),
+}
+
 enum ResolveError {
     SymlinkLoop,
+    /// `..` after an existing non-directory (canonical path given): the kernel refuses it
+    /// (ENOTDIR), and popping it lexically would lead elsewhere.
+    PastFile(PathBuf),
     Io(io::Error),
 }
 
@@ -305,6 +332,12 @@ fn resolve_from(mut current: PathBuf, path: &Path) -> Result<PathBuf, ResolveErr
             }
             PendingComponent::Current => {}
             PendingComponent::Parent => {
+                // The deepest part that exists must be a directory, or the kernel stops here;
+                // `a.txt/x/..` too (the missing part below a file is no directory either).
+                let existing = current.ancestors().nth(missing_depth).unwrap_or(&current);
+                if std::fs::metadata(existing).is_ok_and(|metadata| !metadata.is_dir()) {
+                    return Err(ResolveError::PastFile(existing.to_path_buf()));
+                }
                 current.pop();
                 missing_depth = missing_depth.saturating_sub(1);
             }
@@ -569,6 +602,8 @@ mod tests {
                     (Err(ToolFailure::OutsideWorkspace { .. }), Err(_)) => {}
                     // A file named with a trailing `/.`: refused only where the kernel refuses.
                     (Err(ToolFailure::NotADirectory { .. }), Err(_)) => {}
+                    // `..` after a file: likewise.
+                    (Err(ToolFailure::PastAFile { .. }), Err(_)) => {}
                     (Err(other), _) => prop_assert!(false, "{}: unexpected {:?}", raw, other),
                 }
                 Ok(())
