@@ -507,4 +507,52 @@ mod tests {
             "mine"
         );
     }
+
+    /// The commit gate decides, not the timing of a cancellation: a call cancelled by the time
+    /// its new text is ready leaves the file as it was, by rename or in place (a file with a
+    /// second hard link), and no temporary file behind.
+    #[test]
+    fn a_cancelled_gate_leaves_the_file_and_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.txt");
+        let linked = dir.path().join("linked.txt");
+        for hard_link in [false, true] {
+            std::fs::write(&path, "old\n").unwrap();
+            if hard_link {
+                std::fs::hard_link(&path, &linked).unwrap();
+            }
+            let cancel = CancellationToken::new();
+            cancel.cancel();
+            let gate = CommitGate { cancel, ctx: None };
+            let replaced = replace_file(&path, b"new\n", &gate);
+            assert!(
+                matches!(replaced, Err(ReplaceError::Cancelled)),
+                "hard link {hard_link}: {replaced:?}"
+            );
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "old\n");
+            let mut names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            let expected: &[&str] = if hard_link {
+                &["f.txt", "linked.txt"]
+            } else {
+                &["f.txt"]
+            };
+            assert_eq!(names, expected, "hard link {hard_link}");
+
+            let gate = CommitGate {
+                cancel: CancellationToken::new(),
+                ctx: None,
+            };
+            replace_file(&path, b"new\n", &gate).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+            if hard_link {
+                // Written in place: the other name sees the new text too.
+                assert_eq!(std::fs::read_to_string(&linked).unwrap(), "new\n");
+                std::fs::remove_file(&linked).unwrap();
+            }
+        }
+    }
 }
