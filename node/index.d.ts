@@ -368,6 +368,12 @@ export declare class Turn {
 export type NativeTurn = Turn
 
 /**
+ * How many tasks are alive on the addon's tokio runtime (spawned and not yet finished): the
+ * leak tests count what a run, a stream or a turn leaves behind (Python's `_debug_alive_tasks`).
+ */
+export declare function _debugAliveTasks(): number
+
+/**
  * Makes every native entry point panic inside its boundary (`true`) or behave (`false`): lets
  * the test suite prove that no entry point lets a panic reach Node.
  */

@@ -855,6 +855,7 @@ module.exports.ToolExecutor = nativeBinding.ToolExecutor
 module.exports.NativeToolExecutor = nativeBinding.NativeToolExecutor
 module.exports.Turn = nativeBinding.Turn
 module.exports.NativeTurn = nativeBinding.NativeTurn
+module.exports._debugAliveTasks = nativeBinding._debugAliveTasks
 module.exports._debugArmPanics = nativeBinding._debugArmPanics
 module.exports._debugPanic = nativeBinding._debugPanic
 module.exports.countTokens = nativeBinding.countTokens

@@ -299,6 +299,11 @@ class ToolHost {
     // through the ctx's own completion. A tool that never settles (it ignores its signal)
     // would otherwise stay in this table, ctx and all, for the executor's lifetime.
     this.running.delete(callId)
+    const pending = pendingPromises.get(ctx)
+    if (pending !== undefined) {
+      pendingPromises.delete(ctx)
+      neverSettled.register(pending, { callId, ctx })
+    }
     ctx.abort(abortReason(reason, cause))
   }
 
@@ -333,6 +338,8 @@ class ToolHost {
     }
     const pending = pendingOf(value)
     if (pending !== undefined) {
+      // Until the call ends or is aborted (see `abort`): the ctx lives that long in `running`.
+      pendingPromises.set(ctx, pending)
       // One reaction per call, no wrapper promise (for a native promise).
       promiseThen(
         pending,
@@ -357,9 +364,29 @@ class ToolHost {
   #settle(callId, ctx, flags, content) {
     const complete = ctx.end()
     this.running.delete(callId)
+    pendingPromises.delete(ctx)
     complete(callId, flags, content)
   }
 }
+
+/**
+ * The promise a running call's tool returned, by the call's ctx, until the call is aborted:
+ * then it moves to `neverSettled`.
+ */
+const pendingPromises = new WeakMap()
+
+/**
+ * Answers an aborted call whose tool's promise was garbage-collected unsettled: nothing can
+ * settle it any more (whoever could resolve it is gone). The native side keeps a call that
+ * outlived its cleanup grace (a tool ignoring its signal) waiting for its answer on a task of
+ * its own, for its cleanup; without an answer that task, its slot in the tool queues and its
+ * turn's wake function (a root) stayed for the process's life, one set per such call. The
+ * answer comes after the abort, so the call's result stays the timeout or cancellation.
+ */
+const neverSettled = new FinalizationRegistry(({ callId, ctx }) => {
+  const complete = ctx.end()
+  if (complete !== undefined) complete(callId, FLAG_ERROR, "the tool's promise was garbage-collected without settling")
+})
 
 /**
  * Calls `fn(input, ctx)` and reports its outcome once through `settle(flags, content)` (the

@@ -43,3 +43,20 @@ pub fn debug_panic(message: Option<String>) -> napi::Result<()> {
         std::panic::panic_any(message)
     })
 }
+
+/// How many tasks are alive on the addon's tokio runtime (spawned and not yet finished): the
+/// leak tests count what a run, a stream or a turn leaves behind (Python's `_debug_alive_tasks`).
+#[napi(js_name = "_debugAliveTasks")]
+pub fn debug_alive_tasks() -> napi::Result<u32> {
+    guard::sync(|| {
+        let alive = napi::bindgen_prelude::within_runtime_if_available(|| {
+            tokio::runtime::Handle::try_current().map(|handle| handle.metrics().num_alive_tasks())
+        })
+        .map_err(|err| {
+            napi::Error::from(error::FerroloopError::internal(format!(
+                "no async runtime: {err}"
+            )))
+        })?;
+        Ok(u32::try_from(alive).unwrap_or(u32::MAX))
+    })
+}

@@ -33,6 +33,7 @@ function instances() {
 const noop = () => {}
 const calls = {
   _debugPanic: () => native._debugPanic('armed'),
+  _debugAliveTasks: () => native._debugAliveTasks(),
   countTokens: () => native.countTokens('hello', 'o200k'),
   hasExactCounting: () => native.hasExactCounting(),
   estimateText: () => native.estimateText('hello', 'claude'),

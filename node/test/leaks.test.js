@@ -280,3 +280,26 @@ test('a dropped turn still times out its running calls (their signals fire)', as
   assert.equal(reasons.length, 1, 'the call was aborted')
   assert.equal(reasons[0].name, 'TimeoutError')
 })
+
+const native = require('../index.js')
+
+/** Starts `n` turns with one call of `name` each and drops them unsealed. */
+function dropTurns(executor, n, name) {
+  for (let i = 0; i < n; i++) executor.turn().submit({ type: 'tool_use', id: `d${i}`, name, input: {} })
+}
+
+test('a call whose tool never settles leaves no native task once its promise is collected', async () => {
+  // Past its cleanup grace, a call whose tool ignores its signal waits for its answer on a task
+  // of its own (for its cleanup). A JS tool's promise nobody can settle any more never
+  // answered: each such call kept that task, its slot in the tool queues and (for a dropped
+  // turn) the turn's wake function, a root, for the process's life.
+  const before = native._debugAliveTasks()
+  const executor = new ToolExecutor({ cleanupGraceMs: 1 })
+  executor.tool({ name: 'hang', timeoutMs: 5, concurrencySafe: true }, () => new Promise(() => {}))
+  const uses = Array.from({ length: 20 }, (_, i) => ({ type: 'tool_use', id: `t${i}`, name: 'hang', input: {} }))
+  const results = await executor.run(uses)
+  assert.ok(results.every((r) => r.is_error && /timed out/.test(r.content)), 'the calls still time out')
+  dropTurns(executor, 20, 'hang')
+  await collectUntil(() => native._debugAliveTasks() <= before)
+  assert.equal(native._debugAliveTasks(), before, 'no task is left waiting for an answer')
+})
