@@ -221,10 +221,19 @@ class Turn {
   #events = []
   #head = 0
   /**
-   * A loop follows the turn (its iterator started and has not ended): a second one is refused,
-   * as Python's Turn refuses it. The two shared the cursor, each getting only some events.
+   * The iterator whose `next()` is pending, if any: another iterator's `next()` meanwhile is
+   * refused, as Python's Turn refuses a second `__anext__` while one waits (the two would
+   * share the cursor, each getting only some events). Only a pending `next()` counts: an
+   * iterator abandoned between two (never `return()`ed, which an iterator need not be)
+   * would otherwise keep every later loop from the turn until it ended.
    */
-  #following = false
+  #reader = null
+  /**
+   * Iterators that have read (a `next()` accepted) and not ended, abandoned ones included:
+   * while there are any, an iterator closed unread was never the turn's follower and cancels
+   * nothing.
+   */
+  #followers = 0
   #results = []
   #done = false
   #waiters = []
@@ -759,15 +768,34 @@ class Turn {
    * then done.
    */
   [Symbol.asyncIterator]() {
+    let pending = 0
+    let read = false
     // An iterator closed unread while another loop follows the turn was never its follower.
-    return closableIterator(this.#follow(), () => (this.#following ? undefined : this.#leave()))
+    const iterator = closableIterator(this.#follow(), () => (this.#followers === 0 && this.#reader === null ? this.#leave() : undefined))
+    const next = iterator.next
+    iterator.next = (value) => {
+      if (this.#reader !== null && this.#reader !== iterator) {
+        return Promise.reject(new InvalidStateError("a Turn is followed by one loop at a time: another loop is waiting for its events (each would get only some of them)"))
+      }
+      if (!read) {
+        read = true
+        // Ended in #follow's finally.
+        this.#followers++
+      }
+      this.#reader = iterator
+      pending++
+      const settled = () => {
+        if (--pending === 0 && this.#reader === iterator) this.#reader = null
+      }
+      const step = next.call(iterator, value)
+      // Registered before the caller's reaction: the turn is free again when the caller resumes.
+      step.then(settled, settled)
+      return step
+    }
+    return iterator
   }
 
   async *#follow() {
-    if (this.#following) {
-      throw new InvalidStateError("a Turn is followed by one loop at a time: another loop is iterating its events (each would get only some of them)")
-    }
-    this.#following = true
     this.#schedule()
     try {
       for (;;) {
@@ -781,7 +809,7 @@ class Turn {
         await this.#wait()
       }
     } finally {
-      this.#following = false
+      this.#followers--
       if (this.#waiters.length === 0) this.#release()
       this.#leave()
     }

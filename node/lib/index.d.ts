@@ -527,9 +527,11 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
    * loop was left), queued calls never start, `submit()` throws from then on, and every
    * submitted call still gets exactly one (`is_error`) result from `results()`. That iterator
    * is done (`next()` resolves `{ done: true }`). One loop follows the turn at a time: while
-   * one does, another iterator's `next()` rejects with `InvalidStateError` (the two would each
-   * get only some of the events), as Python's Turn raises; once it has ended, a new loop gets
-   * the events it left.
+   * one iterator's `next()` is pending, another iterator's `next()` rejects with
+   * `InvalidStateError` (the two would each get only some of the events), as Python's Turn
+   * raises while a `__anext__` waits. Only a pending `next()` holds the turn: once it has
+   * settled (or the loop has ended, or its iterator was dropped without `return()`), a new
+   * loop gets the events left.
    */
   [Symbol.asyncIterator](): AsyncIterator<TurnEvent>
 }

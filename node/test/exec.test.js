@@ -946,7 +946,7 @@ test("closing a turn's iterator before reading cancels and seals the turn, as le
   assert.throws(() => turn.submit(use('b', 'watch')), 'the turn is sealed')
 })
 
-test('a turn is followed by one loop at a time: a second loop\'s next() rejects with InvalidStateError, as Python\'s Turn refuses it', async () => {
+test('a turn is followed by one loop at a time: a second loop\'s next() rejects with InvalidStateError while the first one\'s is pending, as Python\'s Turn refuses it', async () => {
   // The two loops shared one cursor, each getting only some of the events (a result or a
   // finished event missing from each), without a word; Python raises, and a second iteration
   // of an AgentRun or a MessageStream rejects so.
@@ -961,8 +961,13 @@ test('a turn is followed by one loop at a time: a second loop\'s next() rejects 
   const seen = []
   const step = await first.next()
   seen.push(step.value.type)
+  // Refused while the first loop waits for its next event (as Python refuses a second
+  // __anext__ while one is waiting).
+  const pending = first.next()
   const second = turn[Symbol.asyncIterator]()
   await assert.rejects(second.next(), (err) => err instanceof InvalidStateError && err.code === 'invalid_state' && /one loop at a time/.test(err.message))
+  const next = await pending
+  if (!next.done) seen.push(next.value.type)
   // Closing the refused iterator unread cancels nothing: the first loop still follows the turn.
   await second.return()
   for (let r = await first.next(); !r.done; r = await first.next()) seen.push(r.value.type)
@@ -977,6 +982,32 @@ test('a turn is followed by one loop at a time: a second loop\'s next() rejects 
   const after = []
   for await (const event of turn) after.push(event)
   assert.deepEqual(after, [])
+})
+
+test('an iterator abandoned after next() (never return()ed) does not keep a later loop from the turn, as in Python', async () => {
+  // It counted as following the turn until the turn ended: the later loop's next() was
+  // refused with InvalidStateError, where Python refuses a second reader only while the first
+  // one is waiting for an event.
+  const ex = new ToolExecutor().tool({ name: 'slow', concurrencySafe: true }, async (input) => {
+    await sleep(10 * input.n)
+    return `done ${input.n}`
+  })
+  const turn = ex.turn()
+  turn.submit(use('a', 'slow', { n: 1 }), use('b', 'slow', { n: 2 }))
+  turn.seal()
+  const abandoned = turn[Symbol.asyncIterator]()
+  const first = await abandoned.next()
+  assert.equal(first.done, false)
+  const rest = []
+  for await (const event of turn) rest.push(event.type)
+  // The later loop gets the events the abandoned iterator left, the turn is not cancelled.
+  assert.equal(rest.filter((type) => type === 'result').length, 2)
+  assert.deepEqual((await turn.results()).map((r) => [r.content, r.is_error]), [
+    ['done 1', false],
+    ['done 2', false],
+  ])
+  // The abandoned iterator goes on from where the turn is: done.
+  assert.deepEqual(await abandoned.next(), { done: true, value: undefined })
 })
 
 test('submit given an array of tool uses says so, not that the id is missing', () => {
