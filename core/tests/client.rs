@@ -772,6 +772,8 @@ async fn a_plain_text_page_in_place_of_the_stream_is_named_in_the_error() {
         "{text}"
     );
     assert!(text.len() < 600, "{} bytes: {text}", text.len());
+    // Cut to its excerpt, and marked so.
+    assert!(text.ends_with("xxx…\""), "{text}");
     assert_eq!(got.retries.len(), 1);
     assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 2);
 
@@ -1727,6 +1729,47 @@ async fn a_200_that_is_json_or_html_is_a_clear_error_and_not_retried() {
         assert!(got.retries.is_empty(), "{:?}", got.retries);
         assert_eq!(server.requests().len(), 1, "{content_type}");
     }
+}
+
+#[tokio::test]
+async fn a_cut_excerpt_of_an_unexpected_body_says_it_was_cut() {
+    // An excerpt ended where it was cut without a sign of it: "Service Unav" read as the
+    // page's whole text. A cut excerpt ends with "…"; a whole one does not.
+    let long = format!("<html><body>{}</body></html>", "Sign in ".repeat(100));
+    for (body, marked) in [
+        (long.clone(), true),
+        ("<html><body>Sign in</body></html>".to_owned(), false),
+    ] {
+        let server = serve(&always(
+            ScriptedResponse::ok(ScriptBody::Text(body)).header("content-type", "text/html"),
+        ))
+        .await;
+        let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let text = got.error.unwrap().to_string();
+        assert_eq!(text.ends_with("…\""), marked, "{text}");
+        assert!(text.ends_with("\""), "{text}");
+    }
+
+    // An unlabelled plain page whose text starts late in the kept bytes (after a run of
+    // blank space): the excerpt stops at the kept bytes, mid-word, and says so.
+    let body = format!(
+        "{}Service Unavailable: the upstream is down\n",
+        " ".repeat(790)
+    );
+    let response = format!("HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n{body}");
+    let (url, _requests) = raw_server_closing(vec![response.into_bytes()]).await;
+    let mut once = raw_config(url);
+    once.retry.max_retries = 0;
+    let client = Client::new(once).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let text = got.error.unwrap().to_string();
+    assert_eq!(
+        text,
+        format!(
+            "{ENDED_EARLY}: the response (200, no content type) held no event: \"Service Un…\""
+        )
+    );
 }
 
 #[tokio::test]

@@ -456,7 +456,7 @@ fn html_page_summary(headers: &HeaderMap, body: &[u8]) -> Option<String> {
     });
     let words = title.unwrap_or_else(|| without_markup(text));
     let words: String = words.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut words: String = words.chars().take(200).collect();
+    let mut words = excerpt(&words, EXCERPT_CHARS, false);
     if words.is_empty() {
         words.push_str("an empty page");
     }
@@ -478,15 +478,35 @@ pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
 /// what was asked for (enough to recognise a page, short enough for a log line).
 pub(crate) const EXCERPT_CHARS: usize = 200;
 
+/// What ends an excerpt that stops before the text it quotes does: a reader must not take
+/// "Service Unav" for a page's whole text.
+pub(crate) const CUT_MARK: char = '…';
+
 /// The start of `body` as text for an error message: lossy UTF-8, trimmed, at most
-/// [`EXCERPT_CHARS`] characters. A character cut short at the end (`body` is often a prefix of
-/// what came) is left out rather than shown as U+FFFD.
-pub(crate) fn body_excerpt(body: &[u8]) -> String {
-    String::from_utf8_lossy(whole_chars(body))
-        .trim()
-        .chars()
-        .take(EXCERPT_CHARS)
-        .collect()
+/// [`EXCERPT_CHARS`] characters, ending with [`CUT_MARK`] when the text goes on: past those
+/// characters, past `body` (`more`: `body` is a prefix of what came, and bytes other than
+/// blank space were left out), or in a character cut short at its end, which is left out
+/// rather than shown as U+FFFD.
+pub(crate) fn body_excerpt(body: &[u8], more: bool) -> String {
+    let whole = whole_chars(body);
+    let text = String::from_utf8_lossy(whole);
+    let text = text.trim();
+    let cut = more || whole.len() < body.len();
+    excerpt(text, EXCERPT_CHARS, cut)
+}
+
+/// `text`'s first `limit` characters, ending with [`CUT_MARK`] when some were left out or
+/// `cut` says `text` itself was cut (nothing is marked on an empty excerpt: there is no text
+/// to have cut).
+pub(crate) fn excerpt(text: &str, limit: usize, cut: bool) -> String {
+    let mut chars = text.chars();
+    let mut kept: String = chars.by_ref().take(limit).collect();
+    if !kept.is_empty() && (cut || chars.next().is_some()) {
+        // What was kept ends mid-text: blank space before the mark says nothing.
+        kept.truncate(kept.trim_end().len());
+        kept.push(CUT_MARK);
+    }
+    kept
 }
 
 /// `bytes` without a UTF-8 sequence cut short at its end (bytes invalid elsewhere are left for
@@ -1078,6 +1098,22 @@ mod tests {
         let body = br#"{"error":{"code":400,"message":"upstream said 400"}}"#;
         let error = ClientError::from_response(502, &HeaderMap::new(), body, None);
         assert_eq!(error.code(), "server", "{error:?}");
+    }
+
+    #[test]
+    fn a_cut_html_summary_says_it_was_cut() {
+        // The words of a page without a title are cut to 200 characters: the cut is marked,
+        // as every excerpt of a body is; a short page's words are not.
+        let page = format!("<body><p>{}</p>", "Unavailable ".repeat(40));
+        let error = ClientError::from_response(503, &HeaderMap::new(), page.as_bytes(), None);
+        let message = &error.details().unwrap().message;
+        assert!(
+            message.contains("Unavaila… (an HTML page, no content type"),
+            "{message}"
+        );
+        let error = ClientError::from_response(503, &HeaderMap::new(), b"<p>Down</p>", None);
+        let message = &error.details().unwrap().message;
+        assert!(message.starts_with("Down (an HTML page"), "{message}");
     }
 
     #[test]

@@ -116,8 +116,7 @@ impl ClientResponse {
                 .get(CONTENT_TYPE)
                 .and_then(|value| value.to_str().ok())
                 .unwrap_or("no content type");
-            let text = String::from_utf8_lossy(&self.body);
-            let excerpt: String = text.trim().chars().take(200).collect();
+            let excerpt = error::body_excerpt(&self.body, false);
             ClientError::Protocol {
                 message: format!(
                     "response body is not JSON ({error}); it is {content_type}: {excerpt}"

@@ -209,7 +209,8 @@ impl Sender {
         if let Some(error) = ClientError::from_json_error_body(&body, request_id.clone()) {
             return error;
         }
-        let excerpt = error::body_excerpt(&body);
+        // A body that filled the prefix may go on past it.
+        let excerpt = error::body_excerpt(&body, body.len() >= MAX_ERROR_BODY);
         ClientError::Protocol {
             message: format!(
                 "expected an event stream (text/event-stream), got {content_type} (did the \

@@ -98,6 +98,8 @@ struct Ledger {
     /// carries; up to [`PLAIN_START_LIMIT`] of an unlabelled body without a field line, to
     /// quote it. Empty for an event stream.
     stray_body: Vec<u8>,
+    /// Bytes other than blank space came past what `stray_body` kept: its excerpt is cut.
+    stray_body_cut: bool,
     /// For a response not labelled `text/event-stream`, its status and content type
     /// (`200, text/plain`, `200, no content type`); `None` for one so labelled. Servers stream
     /// real events under such labels, so the body is parsed all the same; this only names it
@@ -163,6 +165,7 @@ impl ResponseStream {
                 frame_at: start,
                 body_start: None,
                 stray_body: Vec::new(),
+                stray_body_cut: false,
                 unlabelled: None,
             },
             reported_retries: 0,
@@ -232,6 +235,7 @@ impl ResponseStream {
         self.ledger.frame_at = now;
         self.ledger.body_start = None;
         self.ledger.stray_body.clear();
+        self.ledger.stray_body_cut = false;
         self.phase = Phase::Streaming {
             body: response.into_body(),
             watchdog,
@@ -292,6 +296,7 @@ impl Ledger {
         self.last_event_type.clear();
         self.body_start = None;
         self.stray_body.clear();
+        self.stray_body_cut = false;
         self.unlabelled = None;
         self.metrics.time_to_first_event = None;
         self.metrics.time_to_first_token = None;
@@ -317,8 +322,12 @@ impl Ledger {
             0
         };
         let room = limit.saturating_sub(self.stray_body.len());
-        self.stray_body
-            .extend_from_slice(&data[..data.len().min(room)]);
+        let (kept, left) = data.split_at(data.len().min(room));
+        self.stray_body.extend_from_slice(kept);
+        // Only while something is kept: an event stream's bytes are never looked at again.
+        if limit != 0 && !self.stray_body_cut {
+            self.stray_body_cut = left.iter().any(|b| !b.is_ascii_whitespace());
+        }
     }
 
     /// What to add to the error of a body that ended early when the body was not labelled an
@@ -332,7 +341,7 @@ impl Ledger {
             return None;
         }
         let what = self.unlabelled.as_deref()?;
-        let excerpt = error::body_excerpt(&self.stray_body);
+        let excerpt = error::body_excerpt(&self.stray_body, self.stray_body_cut);
         // Quoted with its control characters escaped: a page's text goes into a log line.
         (!excerpt.is_empty()).then(|| format!(": the response ({what}) held no event: {excerpt:?}"))
     }
