@@ -7,7 +7,7 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyFloat, PyString};
+use pyo3::types::{PyBool, PyFloat, PyString};
 
 /// `value` as a `T`, or a `ValueError` naming `name` when it is negative (an `OverflowError`
 /// when `T` cannot hold it).
@@ -29,11 +29,12 @@ pub(crate) fn non_negative_opt<T: TryFrom<i128>>(
     value.map(|v| non_negative(name, v)).transpose()
 }
 
-/// A count where "more than there is" means "all": `value` as a `u64`, `u64::MAX` for an `int`
+/// A count where "more than there is" means "all" (a `bool` is refused, see [`refuse_bool`]): `value` as a `u64`, `u64::MAX` for an `int`
 /// of any size past 64 bits, or a `ValueError` naming `name` when it is negative. Taken as an
 /// object rather than `i128`, so that an `int` past 128 bits saturates too instead of raising
 /// pyo3's `OverflowError`.
 pub(crate) fn saturating_count(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    refuse_bool(name, "an int", value)?;
     let value = match value.extract::<i128>() {
         Ok(value) => value,
         Err(error) if error.is_instance_of::<PyOverflowError>(value.py()) => {
@@ -77,9 +78,22 @@ pub(crate) fn type_name(value: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "object".to_owned(), |name| name.to_string())
 }
 
-/// An `int` argument (anything with `__index__`, as pyo3 takes it): a `TypeError` naming it
-/// otherwise.
+/// A `TypeError` naming `name` when `value` is a `bool`, which Python takes as an `int` (a
+/// subclass of it): `max_retries=True` was 1, where Node refuses `true`. Such a value is a
+/// keyword given the wrong value, not a count.
+pub(crate) fn refuse_bool(name: &str, what: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be {what}, not bool"
+        )));
+    }
+    Ok(())
+}
+
+/// An `int` argument (anything with `__index__`, as pyo3 takes it, but a `bool`): a
+/// `TypeError` naming it otherwise.
 pub(crate) fn int_arg(name: &str, value: &Bound<'_, PyAny>) -> PyResult<i128> {
+    refuse_bool(name, "an int", value)?;
     value
         .extract::<i128>()
         .map_err(|error| naming(name, "an int", value, error))

@@ -18,7 +18,7 @@ use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 use serde_json::{Value, json};
 
-use crate::args::{float_arg_opt, float_text, int_arg, non_negative, type_name};
+use crate::args::{float_arg_opt, float_text, int_arg, non_negative, refuse_bool, type_name};
 use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
     into_awaitable, into_awaitable_keeping, py_to_value, py_to_value_nan_as_null,
@@ -833,6 +833,7 @@ fn max_concurrency_arg(value: &Bound<'_, PyAny>) -> PyResult<i128> {
 /// A result limit in characters: a non-negative `int`, or `math.inf` for none (`None` here;
 /// Node's `Infinity`).
 fn result_limit(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    refuse_bool(name, "a non-negative int or math.inf", value)?;
     if let Ok(float) = value.cast::<PyFloat>() {
         let float = float.value();
         if float == f64::INFINITY {

@@ -207,3 +207,31 @@ async def test_a_tool_use_list_with_a_hole_names_the_entry_and_what_it_is() -> N
             turn.submit([use])  # type: ignore[arg-type]
         with pytest.raises(TypeError, match=r"submit\(\)'s tool_use 1 must be a tool_use dict \(id, name, input\), not None"):
             turn.submit(use, None)  # type: ignore[arg-type]
+
+
+BOOLS_FOR_INTS: list[tuple[str, Callable[[Any], object]]] = [
+    ("window", lambda v: ferroloop.ContextBudget(window=v, max_output_tokens=100)),
+    ("max_output_tokens", lambda v: ferroloop.ContextBudget(window=1000, max_output_tokens=v)),
+    ("warning_buffer", lambda v: ferroloop.ContextBudget(window=1000, max_output_tokens=100, warning_buffer=v)),
+    ("tokens", lambda v: budget().state(v)),
+    ("tokens", lambda v: budget().percent_left(v)),
+    ("length", lambda v: ferroloop.ContextTracker().truncate(v)),
+    ("max_event_bytes", lambda v: ferroloop.SseParser(max_event_bytes=v)),
+    ("max_retries", lambda v: client(max_retries=v)),
+    ("max_concurrency", lambda v: ferroloop.ToolExecutor(max_concurrency=v)),
+    ("max_result_chars", lambda v: ferroloop.ToolExecutor(max_result_chars=v)),
+    ("max_turns", lambda v: make_agent(max_turns=v)),
+    ("max_tokens", lambda v: make_agent(max_tokens=v)),
+    ("keep_recent_tool_results", lambda v: make_agent(keep_recent_tool_results=v)),
+]
+
+
+@pytest.mark.parametrize("value", [True, False])
+@pytest.mark.parametrize("name,call", BOOLS_FOR_INTS, ids=[f"{b[0]}-{i}" for i, b in enumerate(BOOLS_FOR_INTS)])
+def test_a_bool_where_an_int_is_expected_is_refused_naming_it(name: str, call: Callable[[Any], object], value: bool) -> None:
+    # bool is an int subclass, so `max_retries=True` was taken as 1 (and `False` as 0) where
+    # Node refuses `true`: almost always a keyword given the wrong value.
+    with pytest.raises(TypeError) as raised:
+        call(value)
+    assert str(raised.value).startswith(f"{name} must be "), str(raised.value)
+    assert str(raised.value).endswith(", not bool"), str(raised.value)
