@@ -1292,3 +1292,19 @@ test('sealing a sealed turn is a no-op, as in Python and C (fl_turn_seal)', asyn
   assert.deepEqual((await turn.results()).map((r) => r.content), ['one'])
   turn.seal()
 })
+
+test('a tool returning NaN or ±Infinity, alone, as content or nested, sends null, as Python\'s nan', async () => {
+  // JSON.stringify's rendering; Python sent the empty text of None for a nan returned alone.
+  for (const value of [NaN, Infinity, -Infinity]) {
+    const ex = new ToolExecutor()
+      .tool({ name: 'alone' }, () => value)
+      .tool({ name: 'wrapped' }, () => ({ content: value }))
+      .tool({ name: 'nested' }, () => ({ score: value, list: [value] }))
+    const results = await ex.run([use('a', 'alone'), use('b', 'wrapped'), use('c', 'nested')])
+    assert.deepEqual(results.map((r) => [r.content, r.is_error]), [
+      ['null', false],
+      ['null', false],
+      ['{"score":null,"list":[null]}', false],
+    ])
+  }
+})

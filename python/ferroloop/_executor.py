@@ -247,7 +247,8 @@ class ToolExecutor:
         ``progress(...)``, ``cancelled``). It may be ``async def`` (run on the event loop) or plain (run on a
         worker thread). It returns a ``str``, a list of content blocks (a list holding anything
         else, such as file names, is sent as its JSON text), or a dict (a content
-        block, or ``{"content": ..., "is_error": ...}``); an exception becomes an ``is_error``
+        block, or ``{"content": ..., "is_error": ...}``); ``None`` is an empty result, a float
+        JSON cannot hold (``nan``, ``inf``), alone or nested, is ``null``, as Node's ``NaN``; an exception becomes an ``is_error``
         result whose text is ``"TypeName: message"`` (the traceback, with its cause, is logged to
         ``logging.getLogger("ferroloop")`` at ``DEBUG`` level; ``SystemExit`` and
         ``KeyboardInterrupt`` also end the event loop, from a plain function as from a task). ``concurrency_safe`` is a bool or a callable taking the input. ``timeout`` (seconds above

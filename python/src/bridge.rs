@@ -815,9 +815,29 @@ pub(crate) fn py_to_value_nan_as_null(value: &Bound<'_, PyAny>) -> Result<Value,
 /// A tool's return value as JSON; the message says what a tool may return. A non-finite float
 /// is `null` (documented: the result is the value's JSON rendering).
 fn result_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
-    crate::value::to_value_nan_as_null(value).map_err(|err| {
+    let mut converted = crate::value::to_value_nan_as_null(value).map_err(|err| {
         format!("the result cannot be converted to JSON (return a str, a list of content blocks or a dict): {err}")
-    })
+    })?;
+    // A non-finite float alone (or as a result's `content`) is the text `null`, its JSON
+    // rendering, as nested in a result and as Node's tools send NaN (JSON.stringify's): it
+    // became `None`'s empty text, a different answer in each binding.
+    if is_non_finite(value) {
+        converted = Value::String("null".to_owned());
+    } else if let Value::Object(map) = &mut converted
+        && let Ok(dict) = value.cast::<pyo3::types::PyDict>()
+        && let Ok(Some(content)) = dict.get_item(pyo3::intern!(value.py(), "content"))
+        && is_non_finite(&content)
+    {
+        map.insert("content".to_owned(), Value::String("null".to_owned()));
+    }
+    Ok(converted)
+}
+
+/// Whether `value` is a `float` (or a subclass) that JSON has no number for.
+fn is_non_finite(value: &Bound<'_, PyAny>) -> bool {
+    value
+        .cast::<pyo3::types::PyFloat>()
+        .is_ok_and(|float| !float.value().is_finite())
 }
 
 /// `logging.getLogger("ferroloop")`, looked up once.

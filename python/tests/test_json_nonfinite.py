@@ -100,3 +100,38 @@ def test_counting_still_counts_non_finite_floats() -> None:
     tracker = ferroloop.ContextTracker()
     tracker.push_message(message)
     assert len(tracker) == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("value", NON_FINITE + [Fraction(math.nan)], ids=["nan", "inf", "-inf", "subclass"])
+async def test_a_tool_returning_a_non_finite_float_alone_sends_null_as_node_does(value: float) -> None:
+    # A nan returned by itself became the empty text of `None`, where Node's tool returning NaN
+    # sends "null" (JSON.stringify's rendering) and a nan nested in a result is `null` here too.
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(name="alone")
+    def alone(input: dict[str, Any]) -> Any:
+        return value
+
+    @executor.tool(name="wrapped")
+    def wrapped(input: dict[str, Any]) -> Any:
+        return {"content": value}
+
+    @executor.tool(name="nested")
+    def nested(input: dict[str, Any]) -> Any:
+        return {"score": value, "list": [value]}
+
+    results = await executor.run([
+        {"id": "t1", "name": "alone", "input": {}},
+        {"id": "t2", "name": "wrapped", "input": {}},
+        {"id": "t3", "name": "nested", "input": {}},
+    ])
+    assert [(r["content"], r["is_error"]) for r in results] == [
+        ("null", False),
+        ("null", False),
+        ('{"score":null,"list":[null]}', False),
+    ]
+    # None is still the empty result.
+    executor.tool(name="none")(lambda _: None)
+    (none,) = await executor.run([{"id": "t4", "name": "none", "input": {}}])
+    assert none["content"] == ""
