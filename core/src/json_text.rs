@@ -12,6 +12,13 @@ use std::borrow::Cow;
 
 use serde::de::DeserializeOwned;
 
+/// How deeply a JSON value ferroloop takes may nest arrays and objects: 127 levels, serde_json's
+/// recursion limit when it reads JSON text (it refuses the 128th), which every value from Node,
+/// C, the CLI and the providers crosses as text. Python's objects are converted without JSON
+/// text and are held to the same limit, so that a value one binding takes (a tool's input or
+/// result, a request body) every other takes too.
+pub const MAX_NESTING: usize = 127;
+
 /// The value of JSON `text` in which a lone surrogate escape reads as U+FFFD (see
 /// [`lone_surrogates_replaced`]); anything else invalid is refused. Text that parses as it is is
 /// read once, without a scan for escapes.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use ferroloop::json_text::lone_surrogates_replaced;
+use ferroloop::json_text::{MAX_NESTING, from_str_lossy, lone_surrogates_replaced};
 use proptest::prelude::*;
 
 proptest! {
@@ -28,4 +28,16 @@ proptest! {
         let parsed: String = serde_json::from_str(&fixed).unwrap();
         prop_assert_eq!(parsed, String::from_utf16_lossy(&units));
     }
+}
+
+/// `MAX_NESTING` is the depth serde_json reads: arrays nested that deep parse, one more does not.
+#[test]
+fn max_nesting_is_the_depth_serde_json_reads() {
+    let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    assert!(from_str_lossy::<serde_json::Value>(&nested(MAX_NESTING)).is_ok());
+    let err = from_str_lossy::<serde_json::Value>(&nested(MAX_NESTING + 1)).unwrap_err();
+    assert!(
+        err.to_string().starts_with("recursion limit exceeded"),
+        "{err}"
+    );
 }

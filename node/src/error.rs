@@ -169,9 +169,11 @@ impl From<&ferroloop::client::ClientError> for FerroloopError {
     }
 }
 
-/// How deep serde_json nests when it reads JSON text: a value nested deeper (an array in an
-/// array ... 129 times) is refused, so that reading it cannot overflow the stack.
-pub const JSON_DEPTH_LIMIT: usize = 128;
+/// How deep serde_json nests when it reads JSON text (the core's
+/// [`MAX_NESTING`](ferroloop::json_text::MAX_NESTING), the limit of every binding): a value
+/// nested deeper (an array in an array ... 128 times) is refused, so that reading it cannot
+/// overflow the stack.
+pub const JSON_DEPTH_LIMIT: usize = ferroloop::json_text::MAX_NESTING;
 
 /// The `invalid_argument` error for JSON text (`what`: `the request`, `extra`, ...) that
 /// serde_json refused with `err`. JSON the JS side produced with `JSON.stringify` is valid, so
@@ -263,7 +265,7 @@ mod tests {
             err.map(|err| (err.code, err.message)),
             Some((
                 ErrorCode::InvalidArgument,
-                "the request is nested deeper than 128 levels (the limit of a JSON value \
+                "the request is nested deeper than 127 levels (the limit of a JSON value \
                  ferroloop reads): flatten it"
                     .to_owned()
             ))

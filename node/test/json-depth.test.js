@@ -1,5 +1,5 @@
 'use strict'
-// JSON nested deeper than the 128 levels the native layer reads is refused with a message that
+// JSON nested deeper than the 127 levels the native layer reads (serde_json's limit, every binding's) is refused with a message that
 // says so (it said "not valid JSON: recursion limit exceeded", and for an Agent's `extra` "extra
 // must be a JSON object", though the value is valid JSON and an object).
 
@@ -22,7 +22,7 @@ async function refusedAsTooDeep(fn, what) {
     async () => fn(),
     (err) => {
       assert.ok(err instanceof InvalidArgumentError, `${what}: ${err}`)
-      assert.match(err.message, /nested deeper than 128 levels/, what)
+      assert.match(err.message, /nested deeper than 127 levels/, what)
       assert.doesNotMatch(err.message, /not valid JSON|must be a JSON object|recursion limit/, what)
       return true
     },
@@ -30,7 +30,7 @@ async function refusedAsTooDeep(fn, what) {
   )
 }
 
-test('a value nested too deep is refused as such, naming the 128-level limit', async () => {
+test('a value nested too deep is refused as such, naming the 127-level limit', async () => {
   const tooDeep = deep(200)
   await refusedAsTooDeep(() => estimateTokens({ role: 'user', content: [{ type: 'text', text: 'hi', meta: tooDeep }] }), 'estimateTokens')
   await refusedAsTooDeep(() => estimateRequest({ messages: [], tools: [{ name: 'x', input_schema: { d: tooDeep } }] }), 'estimateRequest')

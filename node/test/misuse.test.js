@@ -565,7 +565,7 @@ test('a content or progress datum the native layer cannot read fails alone, neve
     const [bad, reported, good] = await turn.results()
     assert.deepEqual([reported.content, reported.is_error, good.content, good.is_error], ['reported', false, 'fine', false], what)
     assert.equal(bad.is_error, true, what)
-    assert.match(bad.content, /nested deeper than 128 levels/, what)
+    assert.match(bad.content, /nested deeper than 127 levels/, what)
   }
 })
 

@@ -34,7 +34,7 @@ pub(crate) fn runtime() -> PyResult<&'static Runtime> {
         .worker_threads(workers)
         .thread_name("ferroloop-worker")
         // Plain (sync) tools run on the blocking threads, where their results and progress
-        // reports are converted from Python: up to `value::MAX_DEPTH` levels of recursion,
+        // reports are converted from Python: up to `value::MAX_DEPTH` levels of recursion (512 once),
         // which overflowed tokio's default 2 MiB in a debug build. The main thread's size
         // (reserved, not committed, until used).
         .thread_stack_size(WORKER_STACK_BYTES)

@@ -18,8 +18,10 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-/// How deeply nested a value may be (a deeper one is an error, not a stack overflow).
-const MAX_DEPTH: usize = 512;
+/// How deeply a value may nest lists and dicts (a deeper one is an error, not a stack
+/// overflow): the core's limit for every binding, serde_json's, which Node's and C's JSON text
+/// is read with. It was 512 here, so a tool result Python sent could not be read elsewhere.
+pub(crate) const MAX_DEPTH: usize = ferroloop::json_text::MAX_NESTING;
 
 /// How a `str` holding a lone surrogate (which UTF-8 cannot) converts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,19 +157,26 @@ fn text_with<'a>(text: &'a Bound<'_, PyString>, surrogates: Surrogates) -> PyRes
     }
 }
 
-fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value, String> {
-    let surrogates = mode.surrogates;
-    if depth > MAX_DEPTH {
+/// An error when a list or dict inside `depth` others would nest deeper than [`MAX_DEPTH`]
+/// (counted as serde_json counts: containers, not the values in the innermost one).
+fn too_deep(depth: usize) -> Result<(), String> {
+    if depth >= MAX_DEPTH {
         return Err(format!(
             "the value is nested more than {MAX_DEPTH} levels deep"
         ));
     }
+    Ok(())
+}
+
+fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value, String> {
+    let surrogates = mode.surrogates;
     if let Ok(text) = obj.cast_exact::<PyString>() {
         return text_with(text, surrogates)
             .map(|s| Value::String(s.into_owned()))
             .map_err(|err| format!("the value is not valid text: {err}"));
     }
     if let Ok(dict) = obj.cast_exact::<PyDict>() {
+        too_deep(depth)?;
         let mut map = Map::new();
         for (key, item) in dict.iter() {
             let Ok(key) = key.cast_exact::<PyString>() else {
@@ -205,6 +214,7 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
         return float_value(float.value(), mode.non_finite);
     }
     if let Ok(list) = obj.cast_exact::<PyList>() {
+        too_deep(depth)?;
         return list
             .iter()
             .map(|item| to_value_at(&item, depth + 1, mode))
@@ -212,6 +222,7 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
             .map(Value::Array);
     }
     if let Ok(tuple) = obj.cast_exact::<PyTuple>() {
+        too_deep(depth)?;
         return tuple
             .iter()
             .map(|item| to_value_at(&item, depth + 1, mode))

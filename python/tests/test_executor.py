@@ -1289,3 +1289,31 @@ async def test_an_input_that_cannot_be_sent_is_its_call_s_error_and_the_others_r
     # One tool_use dict instead of a list is refused by name (its keys were read as tool uses).
     with pytest.raises(TypeError, match="tool_uses must be a list of tool_use dicts, not one dict"):
         await ex.run(uses[0])  # type: ignore[arg-type]
+
+
+def nested_lists(containers: int) -> Any:
+    """`containers` lists, one in the other, around a str."""
+    value: Any = "leaf"
+    for _ in range(containers):
+        value = [value]
+    return value
+
+
+@pytest.mark.asyncio
+async def test_values_nest_as_deep_as_node_and_c_read_them_and_no_deeper() -> None:
+    # Python's limit was 512 levels where Node and C read JSON with serde_json's (127 arrays
+    # or objects; the 128th is refused): a tool result Python sent was refused in Node.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def give(inp: dict[str, Any]) -> Any:
+        return nested_lists(inp["n"])
+
+    ok, deep = await ex.run([use(0, "give", n=127), use(1, "give", n=128)])
+    assert not ok["is_error"], ok
+    assert deep["is_error"] and "nested more than 127 levels" in deep["content"], deep
+    # A tool input given from Python (its dict is one level): the same limit.
+    [result] = await ex.run([use(2, "give", n=1, deep=nested_lists(126))])
+    assert not result["is_error"], result
+    [result] = await ex.run([use(3, "give", n=1, deep=nested_lists(127))])
+    assert result["is_error"] and "nested more than 127 levels" in result["content"], result
