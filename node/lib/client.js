@@ -5,7 +5,7 @@
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, providerJson, optionalNumber, optionalString, isPlainObject, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { onAbort, checkSignal } = require('./abort.js')
-const { closableIterator } = require('./iterate.js')
+const { closableIterator, ReadAhead } = require('./iterate.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -189,6 +189,8 @@ class MessageStream {
   #source
   #signal
   #iterating = false
+  /** The events, taken by the loop and read ahead by message() (see ReadAhead). */
+  #ahead = new ReadAhead(() => this.#read())
   #message = null
   #metrics = null
   #done
@@ -210,7 +212,8 @@ class MessageStream {
   /**
    * Typed events (`text_delta`, `tool_use_ready`, ..., `retry`, `stalled`); throws the request's
    * error. Leaving the loop early cancels the request, unless its `message_stop` was read: the
-   * answer is whole, and message() still gives it.
+   * answer is whole, and message() still gives it. The events message() read first wait for
+   * the loop: it gets every one.
    */
   [Symbol.asyncIterator]() {
     return closableIterator(this.#events(), () => this.#leaveUnread())
@@ -223,16 +226,17 @@ class MessageStream {
     let complete = false
     try {
       for (;;) {
-        const item = await this.#read()
-        if (item === null) return
+        // Throws the request's error, with which #read settled the stream.
+        const item = await this.#ahead.take()
+        if (item === undefined) return
         if (item.type === 'message_stop') complete = true
         yield item
       }
-    } catch (err) {
-      this.#reject(err)
-      throw err
     } finally {
-      // Leaving the loop early (break, an exception in the body) cancels the request.
+      // Nobody takes the events any more.
+      this.#ahead.drop()
+      // Leaving the loop early (break, an exception in the body) cancels the request, unless
+      // message() has read it to its end meanwhile.
       if (!this.#source.ended) this.#leave(complete)
     }
   }
@@ -242,7 +246,14 @@ class MessageStream {
    * request's error, having settled the stream with it.
    */
   async #read() {
-    const item = await this.#source.next()
+    let item
+    try {
+      item = await this.#source.next()
+    } catch (err) {
+      // The native stream failed (no error item): the stream is settled with that.
+      this.#reject(err)
+      throw err
+    }
     if (this.#source.aborted) {
       // Aborted before the message was read: an AbortError, as the documentation says, even
       // when the response had already arrived (the abort and the producer race; like fetch, a
@@ -286,6 +297,8 @@ class MessageStream {
     }
     this.#source.abort()
     this.#reject(abortErrorFor(this.#signal, 'the stream was abandoned before the message completed'))
+    // Settled: message() reads no further (a read under way sees the abort).
+    this.#ahead.close()
   }
 
   /** An iterator closed before its first next(): cancels, as leaving a loop early does. */
@@ -296,27 +309,26 @@ class MessageStream {
     this.#leave(false)
   }
 
-  async #drain() {
-    try {
-      while ((await this.#read()) !== null) {
-        // Nobody reads these events any more.
-      }
-    } catch {
-      // #read settled the stream with the error: message() rejects with it.
-    }
+  #drain() {
+    // Nobody takes these events any more (the loop dropped them); #read settles the stream
+    // with the message or the error.
+    this.#ahead.finish()
   }
 
   /**
-   * The final message, in the provider's non-streaming shape. Reads the rest of the stream
-   * when nobody iterates it; rejects with the request's error (a StreamTruncatedError carries
-   * `partial`, the message received so far).
+   * The final message, in the provider's non-streaming shape; rejects with the request's error
+   * (a StreamTruncatedError carries `partial`, the message received so far). Reads the rest of
+   * the stream itself, also while a loop iterates it: that loop may never read on (its iterator
+   * dropped between two next() calls, or awaiting this in its body), and it gets the events
+   * read here before it. Called before any loop, the stream counts as iterated.
    */
   async message() {
     if (!this.#iterating) {
-      for await (const _ of this) {
-        // The events are not needed, only the final message.
-      }
+      // No loop will take the events (a later one is refused, as a second loop is).
+      this.#iterating = true
+      this.#ahead.drop()
     }
+    await this.#ahead.finish()
     return this.#done
   }
 

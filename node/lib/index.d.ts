@@ -982,10 +982,17 @@ export declare class MessageStream implements AsyncIterable<StreamEvent> {
   private constructor()
   /**
    * The events as they arrive; leaving the loop early cancels the request. Iterate once: a
-   * second iterator's `next()` rejects with `InvalidStateError`.
+   * second iterator's `next()` rejects with `InvalidStateError`. Events `message()` read
+   * before the loop did wait for it: the loop gets every one.
    */
   [Symbol.asyncIterator](): AsyncIterator<StreamEvent>
-  /** The final message (provider shape); rejects with the request's FerroloopError. */
+  /**
+   * The final message (provider shape); rejects with the request's FerroloopError. Reads the
+   * rest of the stream itself, also while a loop iterates it (one whose iterator was dropped
+   * between two `next()` calls, or that awaits this in its body): it settles without the loop
+   * reading on, and the loop still gets every event. Called before any loop, the stream counts
+   * as iterated.
+   */
   message(): Promise<any>
   /** Alias of {@link message}. */
   finalMessage(): Promise<any>

@@ -39,4 +39,93 @@ function closableIterator(generator, leave) {
   }
 }
 
-module.exports = { closableIterator }
+/** The queue entry of the producer's end. */
+const END = Object.freeze({ end: true })
+
+/**
+ * One cursor over a producer's items, taken by a loop (`take()`) and read to the end, at the
+ * same time, by whoever waits for the outcome (`finish()`: `message()`, `result()`). What
+ * `finish()` reads before the loop took it waits in a queue for the loop, so the loop misses
+ * nothing, and the outcome never depends on the loop reading on: a loop whose iterator was
+ * dropped between two `next()` calls (never `return()`ed, which an iterator need not be), or
+ * one awaiting the outcome in its body, never would. One read at a time reaches the producer.
+ * @internal
+ */
+class ReadAhead {
+  /** The next item, or null at the end; rejects with the failure that ends the items. */
+  #read
+  #queue = []
+  #head = 0
+  /** The read under way (one at a time), or null. */
+  #reading = null
+  /** The end or the failure was read (or the items were closed): nothing more is read. */
+  #finished = false
+  /** A loop may still take the queued items; once none will, they are not kept. */
+  #keep = true
+
+  constructor(read) {
+    this.#read = read
+  }
+
+  /** Reads one more item into the queue, or waits for the read under way. Never rejects. */
+  #fill() {
+    if (this.#finished) return Promise.resolve()
+    if (this.#reading === null) {
+      this.#reading = this.#read().then(
+        (item) => {
+          this.#reading = null
+          if (item === null) this.#end(END)
+          else if (this.#keep) this.#queue.push({ item })
+        },
+        (error) => {
+          this.#reading = null
+          this.#end({ error })
+        },
+      )
+    }
+    return this.#reading
+  }
+
+  #end(entry) {
+    if (this.#finished) return
+    this.#finished = true
+    if (this.#keep) this.#queue.push(entry)
+  }
+
+  /** For the loop: the next item, or undefined once the items ended; throws their failure. */
+  async take() {
+    while (this.#head >= this.#queue.length) {
+      if (this.#finished) return undefined
+      await this.#fill()
+    }
+    const entry = this.#queue[this.#head]
+    this.#queue[this.#head++] = undefined
+    if (this.#head === this.#queue.length) {
+      this.#queue = []
+      this.#head = 0
+    }
+    if (entry === END) return undefined
+    if ('error' in entry) throw entry.error
+    return entry.item
+  }
+
+  /** Reads to the end or the failure (what the loop has not taken stays queued for it). Never rejects. */
+  async finish() {
+    while (!this.#finished) await this.#fill()
+  }
+
+  /** No loop will take the items (it ended, or never started): they are not kept. */
+  drop() {
+    this.#keep = false
+    this.#queue = []
+    this.#head = 0
+  }
+
+  /** Nothing more is to be read (the producer was cancelled and its outcome settled). */
+  close() {
+    this.drop()
+    this.#finished = true
+  }
+}
+
+module.exports = { closableIterator, ReadAhead }

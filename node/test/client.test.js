@@ -7,7 +7,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const ferroloop = require('..')
-const { fixturesDir } = require('./helpers.js')
+const { fixturesDir, settlesWithin } = require('./helpers.js')
 const { serveScript, anthropicEvents, header } = require('./replay.js')
 
 const { Client, FerroloopError } = ferroloop
@@ -371,6 +371,56 @@ test("closing a stream's iterator before reading cancels the request; the stream
     await stream[Symbol.asyncIterator]().return()
     for (let item = await reader.next(); !item.done; item = await reader.next()) assert.ok(item.value.type)
     assert.equal((await stream.message()).stop_reason, 'end_turn')
+  })
+})
+
+test('message() after an iterator was abandoned mid-stream reads the rest itself; that iterator still gets every event', async () => {
+  // message() waited for the loop that had started to read the stream to its end: after an
+  // iterator was dropped between two next() calls (never return()ed), it never settled.
+  await withServer([hello({ chunk_bytes: 7 }), hello({ chunk_bytes: 7 })], {}, async (client) => {
+    const expected = []
+    for await (const event of client.stream(request)) expected.push(event.type)
+    const stream = client.stream(request)
+    const abandoned = stream[Symbol.asyncIterator]()
+    assert.equal((await abandoned.next()).value.type, 'message_start')
+    const message = await settlesWithin(stream.message(), 'message() after an abandoned iterator')
+    assert.deepEqual(message.content, [{ type: 'text', text: 'Hello there, world' }])
+    assert.equal(stream.metrics.attempts, 1)
+    // Taken up again, the iterator goes on where it stopped: message() read the events for it.
+    const rest = []
+    for (let r = await abandoned.next(); !r.done; r = await abandoned.next()) rest.push(r.value.type)
+    assert.deepEqual(['message_start', ...rest], expected)
+  })
+})
+
+test('message() awaited inside the loop over the stream settles, and the loop still gets every event', async () => {
+  // The loop waited for message(), which waited for the loop to read on: neither settled.
+  await withServer([hello({ chunk_bytes: 7 })], {}, async (client) => {
+    const stream = client.stream(request)
+    let text = ''
+    let message
+    for await (const event of stream) {
+      if (event.type === 'message_start') message = await settlesWithin(stream.message(), 'message() inside the loop')
+      if (event.type === 'text_delta') text += event.text
+    }
+    assert.equal(text, 'Hello there, world')
+    assert.equal(message.stop_reason, 'end_turn')
+  })
+  // A request failing after the loop's first event: message() rejects with its error, and the
+  // loop gets the events before it, then throws it.
+  await withServer([hello({ fault: { kind: 'disconnect_after', bytes: 400 } })], { maxRetries: 0 }, async (client) => {
+    const stream = client.stream(request)
+    const abandoned = stream[Symbol.asyncIterator]()
+    await abandoned.next()
+    const err = await failure(settlesWithin(stream.message(), 'message() of a failing request after an abandoned iterator'))
+    assert.ok(err instanceof FerroloopError && !(err instanceof ferroloop.AbortError), String(err))
+    let thrown
+    try {
+      for (let r = await abandoned.next(); !r.done; r = await abandoned.next()) assert.ok(r.value.type)
+    } catch (e) {
+      thrown = e
+    }
+    assert.equal(thrown, err)
   })
 })
 

@@ -380,8 +380,25 @@ function assertTypeChecks(file) {
   assert.equal(run.status, 0, `tsc ${file}:\n${run.stdout}${run.stderr}`)
 }
 
+/**
+ * `promise`, or a rejection naming `what` when it is still pending after `ms`: a bound on a
+ * hang (a promise that never settles), not a timing assertion.
+ */
+async function settlesWithin(promise, what, ms = 5000) {
+  let timer
+  const hang = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} still pending after ${ms} ms`)), ms)
+  })
+  try {
+    return await Promise.race([promise, hang])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 module.exports = {
   assertDetachedChunksRefused,
+  settlesWithin,
   assertTypeChecks,
   repoRoot,
   fixturesDir,
