@@ -7,7 +7,7 @@ const native = require('../index.js')
 const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, providerJson, optionalNumber, optionalBoolean, optionalString, optionalPath, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { Client, ItemSource } = require('./client.js')
 const { onAbort, checkSignal } = require('./abort.js')
-const { closableIterator } = require('./iterate.js')
+const { closableIterator, ReadAhead } = require('./iterate.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 const { CallerScope } = require('./tool-host.js')
 
@@ -58,6 +58,10 @@ class AgentRun {
   // The agent that started the run: its tool host must live while the run can call tools.
   #agent
   #iterating = false
+  /** The events, taken by the loop and read ahead by result() (see ReadAhead). */
+  #ahead = new ReadAhead(() => this.#read())
+  /** The stop event was read: the run has no more events. */
+  #stopped = false
   #stop
   #resolve
   #reject
@@ -88,6 +92,7 @@ class AgentRun {
    * The run's events, the last `stop`. Leaving the loop early (or closing the iterator before
    * reading) cancels the run, and the loop is left once the run's tools have stopped (or
    * outlived the executor's cleanup grace); result() then gives the cancelled run's stop event.
+   * The events result() read first wait for the loop: it gets every one.
    */
   [Symbol.asyncIterator]() {
     return closableIterator(this.#events(), () => this.#leaveUnread())
@@ -98,25 +103,41 @@ class AgentRun {
     this.#iterating = true
     try {
       for (;;) {
-        const item = await this.#source.next()
-        if (item === undefined) throw new InternalError('the agent run ended without a stop event')
-        if (item.type === 'error') throw fromErrorItem(item.error)
-        const event = jsEvent(item)
-        if (event.type === 'stop') {
-          this.#source.close()
-          this.#resolve(event)
-          yield event
-          return
-        }
+        // Throws the run's error, with which #read settled result().
+        const event = await this.#ahead.take()
+        if (event === undefined) return
         yield event
       }
+    } finally {
+      // Nobody takes the events any more.
+      this.#ahead.drop()
+      // Leaving the loop (`break`, `return`, a throw in its body) waits here, in the iterator's
+      // return(), until the cancelled run's tools have stopped; unless result() has read the
+      // run to its stop meanwhile.
+      if (!this.#source.ended) await this.#leaveEarly()
+    }
+  }
+
+  /**
+   * The run's next event, or null after its stop event (which settles result()); throws the
+   * run's error, having settled result() with it.
+   */
+  async #read() {
+    if (this.#stopped) return null
+    try {
+      const item = await this.#source.next()
+      if (item === undefined) throw new InternalError('the agent run ended without a stop event')
+      if (item.type === 'error') throw fromErrorItem(item.error)
+      const event = jsEvent(item)
+      if (event.type === 'stop') {
+        this.#stopped = true
+        this.#source.close()
+        this.#resolve(event)
+      }
+      return event
     } catch (err) {
       this.#reject(err)
       throw err
-    } finally {
-      // Leaving the loop (`break`, `return`, a throw in its body) waits here, in the iterator's
-      // return(), until the cancelled run's tools have stopped.
-      if (!this.#source.ended) await this.#leaveEarly()
     }
   }
 
@@ -140,34 +161,26 @@ class AgentRun {
     return this.#leaveEarly()
   }
 
-  /** Reads the rest of a run nobody iterates any more, settling result() with its stop. */
-  async #drain() {
-    try {
-      for (;;) {
-        const item = await this.#source.next()
-        if (item === undefined) throw new InternalError('the agent run ended without a stop event')
-        if (item.type === 'error') throw fromErrorItem(item.error)
-        if (item.type === 'stop') {
-          this.#source.close()
-          this.#resolve(jsEvent(item))
-          return
-        }
-      }
-    } catch (err) {
-      this.#reject(err)
-    }
+  /** Reads the rest of a run nobody iterates any more (#read settles result()). Never rejects. */
+  #drain() {
+    this.#ahead.drop()
+    return this.#ahead.finish()
   }
 
   /**
-   * The `stop` event (reason, final history, totals); consumes the events nobody reads. After
-   * an iteration left early (which cancels the run), the stop event of the cancelled run.
+   * The `stop` event (reason, final history, totals). After an iteration left early (which
+   * cancels the run), the stop event of the cancelled run. Reads the rest of the run itself,
+   * also while a loop iterates it: that loop may never read on (its iterator dropped between
+   * two next() calls, or awaiting this in its body), and it gets the events read here before
+   * it. Called before any loop, the run counts as iterated.
    */
   async result() {
     if (!this.#iterating) {
-      for await (const _ of this) {
-        // Only the stop event is wanted.
-      }
+      // No loop will take the events (a later one is refused, as a second loop is).
+      this.#iterating = true
+      this.#ahead.drop()
     }
+    await this.#ahead.finish()
     return this.#stop
   }
 

@@ -1263,10 +1263,17 @@ export declare class AgentRun implements AsyncIterable<AgentEvent> {
    * The events as they happen; leaving the loop early cancels the run (the loop is left once
    * the run's tools have stopped, or outlived the cleanup grace). Iterate once: a second
    * iterator's `next()` rejects with `InvalidStateError` (two loops would each get only some
-   * events); several `next()` calls at once on the one iterator are answered in order.
+   * events); several `next()` calls at once on the one iterator are answered in order. Events
+   * `result()` read before the loop did wait for it: the loop gets every one.
    */
   [Symbol.asyncIterator](): AsyncIterator<AgentEvent>
-  /** The stop event (reads the events nobody iterates; after an iteration left early, which cancels the run, the cancelled run's stop). */
+  /**
+   * The stop event (after an iteration left early, which cancels the run, the cancelled run's
+   * stop). Reads the rest of the run itself, also while a loop iterates it (one whose iterator
+   * was dropped between two `next()` calls, or that awaits this in its body): it settles
+   * without the loop reading on, and the loop still gets every event. Called before any loop,
+   * the run counts as iterated.
+   */
   result(): Promise<AgentStopEvent>
   /** Cancels the run: tools see ctx.signal abort; the run still ends with `stop` (reason `aborted`). */
   abort(): void

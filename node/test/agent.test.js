@@ -7,7 +7,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const ferroloop = require('..')
-const { repoRoot } = require('./helpers.js')
+const { repoRoot, settlesWithin } = require('./helpers.js')
 const { startServer, serveScript, anthropicEvents } = require('./replay.js')
 
 const { Agent, Client, ToolExecutor } = ferroloop
@@ -1112,6 +1112,53 @@ test("two next() calls at once on a run's iterator get its events in order, none
       assert.equal((await run.result()).reason, 'end_turn')
       // Another loop over the same run (another task's) would get some of the events: refused.
       await assert.rejects(run[Symbol.asyncIterator]().next(), ferroloop.InvalidStateError)
+    },
+  )
+})
+
+test('result() after an iterator was abandoned mid-run reads the rest itself; that iterator still gets every event', async () => {
+  // result() waited for the loop that had started to read the run to its stop event: after an
+  // iterator was dropped between two next() calls (never return()ed), it never settled.
+  const reply = { body: { events: anthropicEvents([{ type: 'text', text: 'Hello there, friend.' }]) } }
+  await withServer(
+    () => serveScript({ responses: [reply, reply] }),
+    async (client) => {
+      const agent = new Agent(client, { model: 'claude-test' })
+      const { events: expected } = await collect(agent.run('hi'))
+      const run = agent.run('hi')
+      const abandoned = run[Symbol.asyncIterator]()
+      const first = await abandoned.next()
+      assert.equal(first.value.type, expected[0].type)
+      const stop = await settlesWithin(run.result(), 'result() after an abandoned iterator')
+      assert.equal(stop.reason, 'end_turn')
+      // Taken up again, the iterator goes on where it stopped: result() read the events for it.
+      const rest = []
+      for (let r = await abandoned.next(); !r.done; r = await abandoned.next()) rest.push(r.value)
+      assert.deepEqual(
+        [first.value, ...rest].map((e) => e.type),
+        expected.map((e) => e.type),
+      )
+      assert.equal(rest.at(-1), stop)
+    },
+  )
+})
+
+test('result() awaited inside the loop over the run settles, and the loop still gets every event', async () => {
+  // The loop waited for result(), which waited for the loop to read on: neither settled.
+  const reply = { body: { events: anthropicEvents([{ type: 'text', text: 'Hello there, friend.' }]) } }
+  await withServer(
+    () => serveScript({ responses: [reply] }),
+    async (client) => {
+      const run = new Agent(client, { model: 'claude-test' }).run('hi')
+      const types = []
+      let stop
+      for await (const event of run) {
+        if (types.length === 0) stop = await settlesWithin(run.result(), 'result() inside the loop')
+        types.push(event.type)
+      }
+      assert.equal(stop.reason, 'end_turn')
+      assert.equal(types.at(-1), 'stop')
+      assert.ok(types.includes('text_delta'))
     },
   )
 })
