@@ -7,6 +7,7 @@ const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 
 const { ToolExecutor, AbortError, InvalidArgumentError, InvalidStateError, FerroloopError } = require('../lib/index.js')
+const { settlesWithin } = require('./helpers.js')
 
 const sleep = (ms, signal) =>
   new Promise((resolve, reject) => {
@@ -1008,6 +1009,27 @@ test('an iterator abandoned after next() (never return()ed) does not keep a late
   ])
   // The abandoned iterator goes on from where the turn is: done.
   assert.deepEqual(await abandoned.next(), { done: true, value: undefined })
+})
+
+test('results() after an iterator was abandoned, or awaited inside the loop, settles', async () => {
+  const ex = new ToolExecutor().tool({ name: 'slow', concurrencySafe: true }, async (input) => {
+    await sleep(10 * input.n)
+    return `done ${input.n}`
+  })
+  const turn = ex.turn()
+  turn.submit(use('a', 'slow', { n: 1 }), use('b', 'slow', { n: 2 }))
+  const abandoned = turn[Symbol.asyncIterator]()
+  assert.equal((await abandoned.next()).done, false)
+  const results = await settlesWithin(turn.results(), 'results() after an abandoned iterator')
+  assert.deepEqual(results.map((r) => [r.content, r.is_error]), [
+    ['done 1', false],
+    ['done 2', false],
+  ])
+  const inside = ex.turn()
+  inside.submit(use('c', 'slow', { n: 1 }))
+  let within
+  for await (const event of inside) if (event.type === 'started') within = await settlesWithin(inside.results(), 'results() inside the loop')
+  assert.deepEqual(within.map((r) => [r.content, r.is_error]), [['done 1', false]])
 })
 
 test('submit given an array of tool uses says so, not that the id is missing', () => {
