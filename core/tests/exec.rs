@@ -764,6 +764,79 @@ async fn a_reused_call_id_gets_its_own_preview_and_spill_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A tool (a host handing its tool the reason: Node's `ctx.signal.reason`) learns why it was
+/// cancelled from the executor: `timed_out()` holds for its own timeout alone, however long the
+/// tool took to make its future (a host that read the clock against the limit named such a
+/// timeout a cancellation), and not for its turn's cancellation, which cancels its own token too.
+#[tokio::test(start_paused = true)]
+async fn a_tool_learns_whether_its_own_timeout_cancelled_it() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("wait", move |input, ctx| {
+                // Making the future takes a while: the deadline was fixed before.
+                if input["slow_start"] == true {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let record = record.clone();
+                async move {
+                    assert!(!ctx.timed_out(), "not before it is cancelled");
+                    ctx.cancelled().await;
+                    let id = input["id"].as_str().unwrap_or_default().to_owned();
+                    record.lock().unwrap().push((id, ctx.timed_out()));
+                    Ok(ToolOutput::text("stopped"))
+                }
+            })
+            .with_timeout(Duration::from_millis(30))
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    let exec = ToolExecutor::builder(tools).build();
+    let results = exec
+        .run(vec![
+            ToolUse::new("a", "wait", json!({"id": "timeout"})),
+            ToolUse::new(
+                "b",
+                "wait",
+                json!({"id": "timeout, slow start", "slow_start": true}),
+            ),
+        ])
+        .await
+        .unwrap();
+    assert!(
+        results
+            .iter()
+            .all(|r| text(r) == "Tool 'wait' timed out after 30ms")
+    );
+
+    let turn = exec.turn();
+    turn.submit(ToolUse::new("c", "wait", json!({"id": "cancelled"})))
+        .unwrap();
+    turn.seal();
+    let handle = turn.handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        handle.cancel();
+    });
+    let results = turn.finish().await.unwrap();
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'wait' was cancelled: the turn was cancelled"
+    );
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("cancelled".to_owned(), false),
+            ("timeout".to_owned(), true),
+            ("timeout, slow start".to_owned(), true),
+        ]
+    );
+}
+
 /// The executor's own messages (a timeout, a cancellation) are not the tool's output: a small
 /// result limit must not hide them behind a spill-file preview the model has to open to learn
 /// that the call timed out.

@@ -212,7 +212,7 @@ impl NativeAgent {
             let queues = Arc::new(JsToolQueues::with_notify(notify, decide));
             let mut registry = ToolRegistry::new();
             for spec in tools {
-                register_js_tool(&mut registry, spec, &exec_config, queues.clone())?;
+                register_js_tool(&mut registry, spec, queues.clone())?;
             }
             register_builtins(
                 &mut registry,

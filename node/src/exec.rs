@@ -275,20 +275,15 @@ pub(crate) struct JsTool {
     /// The safety of each call was decided in JavaScript (see [`JsToolQueues::decision`]).
     safety_per_input: bool,
     timeout: Option<Duration>,
-    /// The timeout its calls run under: its own, else the executor's default. A call is told
-    /// it (see [`JsToolQueues::call`]) to name its abort: `timeout` once it has elapsed.
-    effective_timeout: Option<Duration>,
     limit: ResultLimit,
     cancels_siblings: bool,
     queues: Arc<JsToolQueues>,
 }
 
 impl JsTool {
-    /// The tool `spec` declares, in an executor whose tools without a timeout of their own
-    /// run under `default_timeout`.
+    /// The tool `spec` declares.
     pub(crate) fn from_spec(
         spec: ToolSpec,
-        default_timeout: Option<Duration>,
         queues: Arc<JsToolQueues>,
     ) -> Result<Self, FerroloopError> {
         let schema = match &spec.schema_json {
@@ -314,7 +309,6 @@ impl JsTool {
             safe: spec.concurrency_safe.unwrap_or(false),
             safety_per_input: spec.safety_per_input.unwrap_or(false),
             timeout,
-            effective_timeout: timeout.or(default_timeout),
             limit,
             cancels_siblings: spec.cancels_siblings_on_error.unwrap_or(false),
             queues,
@@ -322,18 +316,16 @@ impl JsTool {
     }
 }
 
-/// Registers the tool `spec` declares, for an executor configured by `config` (its default
-/// timeout applies to the tool's calls when it has none of its own). A declaration the core's
-/// registry refuses is an `InvalidArgumentError`; a zero timeout is named as the user gave it
-/// (`timeoutMs`).
+/// Registers the tool `spec` declares (the executor's default timeout applies to its calls
+/// when it has none of its own). A declaration the core's registry refuses is an
+/// `InvalidArgumentError`; a zero timeout is named as the user gave it (`timeoutMs`).
 pub(crate) fn register_js_tool(
     registry: &mut ToolRegistry,
     spec: ToolSpec,
-    config: &ExecutorConfig,
     queues: Arc<JsToolQueues>,
 ) -> Result<(), FerroloopError> {
     let timeout_ms = spec.timeout_ms;
-    let tool = JsTool::from_spec(spec, config.default_timeout, queues)?;
+    let tool = JsTool::from_spec(spec, queues)?;
     registry.register(tool).map_err(|err| match err {
         RegistryError::ZeroTimeout(_) => short_timeout(timeout_ms.unwrap_or_default(), "timeoutMs"),
         other => FerroloopError::invalid_argument(other.to_string()),
@@ -381,11 +373,7 @@ impl Tool for JsTool {
     }
 
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
-        // The effective timeout, not the tool's own: a call timed out by the executor's default
-        // was aborted as `aborted` (an AbortError in JS, where a TimeoutError is documented).
-        let call = self
-            .queues
-            .call(&self.name, input, ctx, self.effective_timeout);
+        let call = self.queues.call(&self.name, input, ctx);
         Box::pin(async move {
             let reply = call.await;
             let content = match reply.content {
@@ -470,7 +458,7 @@ impl NativeToolExecutor {
             let config = executor_config(options)?;
             let mut registry = ToolRegistry::new();
             for spec in tools {
-                register_js_tool(&mut registry, spec, &config, queues.clone())?;
+                register_js_tool(&mut registry, spec, queues.clone())?;
             }
             let inner = ferroloop::exec::ToolExecutor::builder(registry)
                 .config(config)

@@ -37,7 +37,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
 
 use ferroloop::agent::HostWait;
 use ferroloop::exec::{AnswerReceiver, AnswerSender, ProgressSender, ToolContext};
@@ -514,16 +513,11 @@ impl JsToolQueues {
     }
 
     /// A future that calls tool `name` in JavaScript and resolves with its reply. When the
-    /// call's token is cancelled, the next poll asks JavaScript to abort it (reason from the
-    /// clock: `timeout` once `timeout` has elapsed, else `aborted`) and keeps waiting for the
-    /// reply: the executor bounds that wait with its cleanup grace, then drops the future.
-    pub fn call(
-        self: &Arc<Self>,
-        name: &str,
-        input: Value,
-        ctx: ToolContext,
-        timeout: Option<Duration>,
-    ) -> JsCall {
+    /// call's token is cancelled, the next poll asks JavaScript to abort it (reason `timeout`
+    /// when the call's own timeout cancelled it, as the executor recorded, else `aborted`) and
+    /// keeps waiting for the reply: the executor bounds that wait with its cleanup grace, then
+    /// drops the future.
+    pub fn call(self: &Arc<Self>, name: &str, input: Value, ctx: ToolContext) -> JsCall {
         let detail = self.detailed.then(|| InvocationDetail {
             name: name.to_owned(),
             tool_use_id: ctx.tool_use_id().to_owned(),
@@ -535,7 +529,6 @@ impl JsToolQueues {
             call_id: None,
             reply: None,
             detail,
-            started: timeout.map(|limit| (Instant::now(), limit)),
             ctx,
             aborted: false,
         }
@@ -576,17 +569,19 @@ pub struct JsCall {
     /// table), from the first poll until the reply was returned.
     reply: Option<AnswerReceiver<ToolReply>>,
     detail: Option<InvocationDetail>,
-    /// When the call started and its timeout, for calls that have one.
-    started: Option<(Instant, Duration)>,
     ctx: ToolContext,
     aborted: bool,
 }
 
 impl JsCall {
     fn abort_reason(&self) -> &'static str {
-        match self.started {
-            Some((at, limit)) if at.elapsed() >= limit => "timeout",
-            _ => "aborted",
+        // The executor's record, not the clock: the deadline was fixed before this future was
+        // made, so "elapsed since then >= limit" named a timeout `aborted` whenever the timer
+        // fired less late than that gap (a busy machine).
+        if self.ctx.timed_out() {
+            "timeout"
+        } else {
+            "aborted"
         }
     }
 }

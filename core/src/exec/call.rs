@@ -87,7 +87,9 @@ async fn run_tool(
     let first = std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await;
     let returned = match first {
         Poll::Ready(returned) => {
-            if let Some(overrun) = limit.and_then(|limit| limit.overrun(name, leaf.as_ref())) {
+            if let Some(overrun) =
+                limit.and_then(|limit| limit.overrun(name, leaf.as_ref(), &env.shared, env.index))
+            {
                 return Err(overrun);
             }
             if !env.shared.cancellation.answer_stands(env.index, false) {
@@ -136,7 +138,7 @@ where
                 // An answer that arrived in time is on time, however late the turn is polled
                 // (a C host polls between reads of the model's stream).
                 Ended::Done(_) if future.answered_at() >= deadline => {
-                    token.cancel();
+                    env.shared.cancellation.time_out(env.index, &token);
                     return Err((
                         CallStatus::TimedOut,
                         text(timed_out_message(name, limit)),
@@ -168,8 +170,13 @@ where
         }
         Ended::TimedOut(_) => {}
     }
-    // Tell the tool (a timeout cancels only this call), then give it a bounded grace.
-    token.cancel();
+    // Tell the tool (a timeout cancels only this call, its own token), then give it a bounded
+    // grace.
+    if matches!(ended, Ended::TimedOut(_)) {
+        env.shared.cancellation.time_out(env.index, &token);
+    } else {
+        token.cancel();
+    }
     let grace = env.shared.exec.config.cleanup_grace;
     let detached = match tokio::time::timeout(grace, &mut future).await {
         // An answer given during the grace comes after the cancellation: it is the
@@ -219,14 +226,20 @@ impl TimeLimit {
     /// The timeout outcome of an answer its future returned at the first poll, now, when the
     /// limit had run out by then: a tool that blocks the thread it is handed the call on (a
     /// synchronous host callback that completes the call inline, a Rust tool that blocks before
-    /// its first `.await`) answers only when it returns. `leaf`, the call's own token, is
-    /// cancelled as for any timeout.
-    pub(crate) fn overrun(self, tool: &str, leaf: Option<&CancellationToken>) -> Option<Outcome> {
+    /// its first `.await`) answers only when it returns. `leaf`, the own token of call `index`
+    /// of `shared`'s turn, is cancelled as for any timeout.
+    pub(crate) fn overrun(
+        self,
+        tool: &str,
+        leaf: Option<&CancellationToken>,
+        shared: &TurnShared,
+        index: usize,
+    ) -> Option<Outcome> {
         if tokio::time::Instant::now() < self.deadline {
             return None;
         }
         if let Some(leaf) = leaf {
-            leaf.cancel();
+            shared.cancellation.time_out(index, leaf);
         }
         Some((
             CallStatus::TimedOut,

@@ -58,6 +58,8 @@ pub(crate) struct TurnCancellation {
     ///
     /// [`ToolContext::answer_channel`]: super::ToolContext::answer_channel
     order: AnswerOrders,
+    /// The calls their own timeout cancelled (rare; see [`time_out`](Self::time_out)).
+    timed_out: Mutex<Vec<usize>>,
 }
 
 /// The calls whose host reported when their answer was delivered relative to the
@@ -107,7 +109,29 @@ impl TurnCancellation {
             sibling_reason: OnceLock::new(),
             cancelled: AtomicBool::new(false),
             order: AnswerOrders::default(),
+            timed_out: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Cancels call `index`'s own token `leaf` because its timeout ran out, recording why
+    /// first: a token says only *that* it was cancelled, and a host tells its tool why (Node's
+    /// `ctx.signal.reason` is a `TimeoutError` then, an `AbortError` for a cancellation). A
+    /// clock read when the host saw the token cancelled guessed wrong whenever the call's
+    /// future was made later than its deadline was fixed by more than the timer fired late.
+    pub(crate) fn time_out(&self, index: usize, leaf: &CancellationToken) {
+        self.timed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(index);
+        leaf.cancel();
+    }
+
+    /// Whether call `index` was cancelled by its own timeout (see [`time_out`](Self::time_out)).
+    pub(crate) fn timed_out(&self, index: usize) -> bool {
+        self.timed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&index)
     }
 
     /// Records that the answer of call `index` was delivered after the call was cancelled

@@ -109,6 +109,18 @@ impl ToolContext {
         }
     }
 
+    /// Whether the call was cancelled by its own timeout, rather than by its turn, its run or
+    /// a sibling's failure (false while it is not cancelled, and outside a turn): what a host
+    /// tells its tool as the reason of the cancellation.
+    pub fn timed_out(&self) -> bool {
+        self.own_token
+            && self
+                .progress
+                .shared
+                .as_ref()
+                .is_some_and(|shared| shared.cancellation.timed_out(self.index))
+    }
+
     /// Completes when the call is cancelled.
     pub async fn cancelled(&self) {
         self.cancellation_token().cancelled().await;

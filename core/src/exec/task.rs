@@ -243,9 +243,9 @@ impl Future for CallTask {
                     // delivered while the tool was handed the call (its own, whatever happened
                     // meanwhile), unless its host reports it came after a cancellation.
                     Poll::Ready(finished) => {
-                        let outcome = match limit
-                            .and_then(|limit| limit.overrun(this.tool.name(), leaf.as_ref()))
-                        {
+                        let outcome = match limit.and_then(|limit| {
+                            limit.overrun(this.tool.name(), leaf.as_ref(), &this.shared, this.index)
+                        }) {
                             Some(overrun) => overrun,
                             None => this.answered(finished, false),
                         };
