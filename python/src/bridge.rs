@@ -85,6 +85,12 @@ pub(crate) struct LoopBridge {
     /// The reply channel of each running task, keyed by the task object's address (valid while
     /// the task is alive, and it is until its done-callback ran).
     replies: Mutex<HashMap<usize, (u64, ReplyTx)>>,
+    /// Weak references (with a [`TaskCollected`] callback) to the tasks of calls cancelled while
+    /// they ran, by call id, until they end. Such a task is no longer held by the bridge (only
+    /// by whatever it awaits), as the loop holds tasks only weakly: one that ignored its
+    /// cancellation and awaits something nobody can complete any more is garbage, and its call
+    /// is answered when it is collected (see [`TaskCollected`]).
+    watched: Mutex<HashMap<u64, Py<PyAny>>>,
     /// The one done-callback shared by every task of this loop (no object per call).
     task_done: Py<TaskDone>,
     /// Tasks started by the running drain, swept once it ends.
@@ -127,6 +133,7 @@ impl LoopBridge {
             jobs: Mutex::new(Vec::new()),
             scheduled: AtomicBool::new(false),
             tasks: Mutex::new(HashMap::new()),
+            watched: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(0),
         });
         let _ = task_done.get().bridge.set(Arc::downgrade(&bridge));
@@ -274,6 +281,7 @@ impl LoopBridge {
                 .unwrap_or(false);
             if done {
                 lock(&self.tasks).remove(&id);
+                self.unwatch(id);
                 reply.send(task_outcome(py, task));
             } else {
                 self.await_done(py, task, id, reply);
@@ -596,11 +604,91 @@ impl PyCall {
     }
 }
 
-/// Cancels the task of call `id` if it still runs.
+/// Cancels the task of call `id` if it still runs, and watches for its collection (the bridge
+/// no longer holds it).
 fn cancel_task(py: Python<'_>, bridge: &LoopBridge, id: u64) {
     let task = lock(&bridge.tasks).remove(&id);
     if let Some(task) = task {
-        let _ = task.bind(py).call_method0(pyo3::intern!(py, "cancel"));
+        let task = task.bind(py);
+        let _ = task.call_method0(pyo3::intern!(py, "cancel"));
+        bridge.watch(py, task, id);
+    }
+}
+
+impl LoopBridge {
+    /// Has the call `id` answered once its (cancelled) `task` is garbage-collected unfinished.
+    ///
+    /// The executor keeps a call that ignored its cancellation past its cleanup grace waiting
+    /// for its answer on a runtime task of its own (for its cleanup). A task awaiting a future
+    /// nobody else refers to can never finish: it is collected (the loop holds tasks weakly),
+    /// its done-callback never runs, and without this its call's runtime task, its reply
+    /// channel here and the bridge (its loop) stayed for the process's life, one set per call.
+    /// Not watched (that call then stays as it was) if the task takes no weak reference.
+    fn watch(&self, py: Python<'_>, task: &Bound<'_, PyAny>, id: u64) {
+        let collected = TaskCollected {
+            bridge: self.me.clone(),
+            id,
+            key: task.as_ptr() as usize,
+        };
+        let Ok(collected) = Py::new(py, collected) else {
+            return;
+        };
+        if let Ok(weak) = pyo3::types::PyWeakrefReference::new_with(task, collected) {
+            // A weak reference calls back only while it is alive itself: the bridge holds it.
+            let replaced = lock(&self.watched).insert(id, weak.into_any().unbind());
+            drop(replaced);
+        }
+    }
+
+    /// Stops watching call `id`'s task (it ended).
+    fn unwatch(&self, id: u64) {
+        let watched = lock(&self.watched).remove(&id);
+        // Dropped outside the lock (its deallocation runs no callback, but need not be inside).
+        drop(watched);
+    }
+}
+
+/// The callback of the weak reference to a cancelled call's task (see [`LoopBridge::watch`]):
+/// the task was collected unfinished, so it will never answer; its call is answered with an
+/// error, which comes after the call's cancellation, so the call's result stays its timeout or
+/// cancellation.
+#[pyclass(frozen, module = "ferroloop._native")]
+pub(crate) struct TaskCollected {
+    bridge: Weak<LoopBridge>,
+    id: u64,
+    /// The task's address: its key in `replies` (not reused before this callback returns, as
+    /// the task is freed only after its weak references' callbacks ran).
+    key: usize,
+}
+
+#[pymethods]
+impl TaskCollected {
+    fn __call__(&self, _reference: &Bound<'_, PyAny>) {
+        // Called wherever the collection happened (any thread, or during the interpreter's
+        // exit); a panic must not become an exception of an unrelated collection.
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let Some(_pass) = loop_callback_pass() else {
+                return;
+            };
+            let Some(bridge) = self.bridge.upgrade() else {
+                return;
+            };
+            bridge.unwatch(self.id);
+            let reply = {
+                let mut replies = lock(&bridge.replies);
+                match replies.get(&self.key) {
+                    Some((id, _)) if *id == self.id => replies.remove(&self.key),
+                    _ => None,
+                }
+            };
+            if let Some((_, tx)) = reply {
+                tx.send(CallOutcome::Raised(
+                    "the tool's task was garbage-collected before it finished (it ignored its \
+                     cancellation and awaited something nothing could complete any more)"
+                        .to_owned(),
+                ));
+            }
+        }));
     }
 }
 
@@ -753,6 +841,7 @@ impl TaskDone {
         };
         bridge.run_then_drain(py, || {
             lock(&bridge.tasks).remove(&id);
+            bridge.unwatch(id);
             tx.send(task_outcome(py, task));
         });
     }

@@ -170,3 +170,82 @@ def test_thousands_of_runs_leave_no_tasks_objects_or_descriptors_behind() -> Non
     assert tasks == 0, f"{tasks} runtime tasks outlived their runs"
     assert len(live) == 0, f"{len(live)} objects made by tools are still alive"
     assert fds_after <= fds_before
+
+
+def test_a_call_whose_task_ignores_its_cancellation_and_is_collected_leaves_no_task() -> None:
+    # Past its cleanup grace, a call whose task ignores its cancellation waits for its answer on
+    # a runtime task of its own (for its cleanup). A task awaiting a future nobody else refers
+    # to can never finish: the loop holds tasks weakly, so it is collected, and its call was
+    # never answered: each such call (timed out, in a cancelled run, in a dropped turn) kept
+    # that runtime task, its reply channel and the bridge to its loop for the process's life.
+    class Marker:
+        pass
+
+    live: weakref.WeakSet[Marker] = weakref.WeakSet()
+    started = 0
+
+    async def stuck(input: dict[str, Any]) -> str:
+        nonlocal started
+        started += 1
+        live.add(marker := Marker())
+        while True:
+            try:
+                await asyncio.get_running_loop().create_future()
+            except asyncio.CancelledError:
+                continue
+        return repr(marker)
+
+    n = 20
+    uses = [tool_use(f"t{k}", "stuck") for k in range(n)]
+
+    async def settle(before: int) -> tuple[int, int]:
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            gc.collect()
+            if _native._debug_alive_tasks() <= before and not live:
+                break
+        return _native._debug_alive_tasks(), len(live)
+
+    async def main() -> tuple[int, tuple[int, int], list[ferroloop.ToolResult]]:
+        before = _native._debug_alive_tasks()
+        executor = ferroloop.ToolExecutor(max_concurrency=n, cleanup_grace=0.001)
+        executor.tool("stuck", concurrency_safe=True, timeout=0.005)(stuck)
+        executor.tool("stuck_forever", concurrency_safe=True)(stuck)
+        results = await executor.run(uses)
+        # A cancelled run.
+        task = asyncio.ensure_future(executor.run([dict(use, name="stuck_forever") for use in uses]))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if started == 2 * n:
+                break
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        # Dropped turns, unsealed.
+        for k in range(n):
+            executor.turn().submit(tool_use(f"d{k}", "stuck"))
+            await asyncio.sleep(0)
+        return before, await settle(before), results
+
+    before, (tasks, alive), results = asyncio.run(main())
+    assert all(r["is_error"] and "timed out" in str(r["content"]) for r in results), results
+    assert (tasks, alive) == (before, 0), f"{tasks - before} runtime tasks still wait for an answer"
+
+    # Collected within its grace, the call's result stays its timeout: the run ends then,
+    # not after the grace.
+    async def within_grace() -> list[ferroloop.ToolResult]:
+        executor = ferroloop.ToolExecutor(cleanup_grace=600)
+        executor.tool("stuck", concurrency_safe=True, timeout=0.005)(stuck)
+        run = asyncio.ensure_future(executor.run(uses[:2]))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            gc.collect()
+            if run.done():
+                break
+        assert run.done(), "the run still waits for tasks that were collected"
+        return run.result()
+
+    results = asyncio.run(within_grace())
+    assert [(r["is_error"], "timed out" in str(r["content"])) for r in results] == [(True, True)] * 2
