@@ -45,6 +45,10 @@ export type FerroloopErrorCode =
 
 /** Base class of every error ferroloop throws. */
 export declare class FerroloopError extends Error {
+  /**
+   * An error with `message` and the code, status, request id and cause of `options` (each
+   * absent one gets its default). Never throws.
+   */
   constructor(message: string, options?: FerroloopErrorOptions | null)
   /** Stable, machine-readable code (Python's `err.code`, the same strings). */
   readonly code: FerroloopErrorCode | (string & {})
@@ -269,13 +273,18 @@ export interface SseEvent {
 export interface SseParserOptions {
   /**
    * Drop a pending event larger than this many bytes; parsing resumes after the next blank line.
-   * A whole number from 1 to below 2^64 (a larger one is refused, not clamped).
+   * A whole number from 1 to below 2^64 (a larger one is refused, not clamped). Default: no
+   * limit.
    */
   maxEventBytes?: number | null
 }
 
 /** A WHATWG Server-Sent-Events parser: feed byte chunks split anywhere, get the completed events. */
 export declare class SseParser {
+  /**
+   * A parser for one stream (no event size limit by default). Throws an InvalidArgumentError
+   * for an unknown option or a `maxEventBytes` that is not a whole number from 1 to below 2^64.
+   */
   constructor(options?: SseParserOptions)
   /**
    * Feeds one chunk of bytes: a Buffer or Uint8Array, another typed array or a DataView (its own
@@ -325,7 +334,11 @@ export interface ToolUse {
 }
 
 /** A content block inside a tool result (text, image, ...), in the provider's wire shape. */
-export type ToolResultBlock = { type: string; [key: string]: unknown }
+export type ToolResultBlock = {
+  /** The block's kind (`'text'`, `'image'`, ...); its other fields are the provider's for that kind. */
+  type: string
+  [key: string]: unknown
+}
 
 /** A `tool_result` content block, in the provider's wire shape. */
 export interface ToolResult {
@@ -412,7 +425,7 @@ export interface ToolDeclaration<Input = any> {
   timeoutMs?: number | null
   /**
    * Result limit in characters (oversized results become a preview plus a spill file); Infinity
-   * for none. A whole number below 2^64 (a larger one is refused, not clamped). A result holding
+   * for none; default: the executor's `defaultMaxResultChars`. A whole number below 2^64 (a larger one is refused, not clamped). A result holding
    * a block other than text (an image) is delivered whole, by this limit and the turn budget
    * alike, in every language: only text results are replaced.
    */
@@ -477,10 +490,25 @@ export type CallStatus =
 
 /** Events of a streaming turn: lifecycle events as they happen, results in submission order. */
 export type TurnEvent =
+  /**
+   * A call was admitted and its tool started; `queuedMs` is how long it waited for admission,
+   * in milliseconds. `index` is the call's position in the turn (submission order).
+   */
   | { type: 'started'; index: number; toolUseId: string; tool: string; queuedMs: number }
+  /** A tool reported progress: `data` is what it passed to `ctx.progress`. */
   | { type: 'progress'; index: number; toolUseId: string; data: unknown }
+  /**
+   * A call ended (every call gets exactly one, started or not): `status` says how, `durationMs`
+   * how long it ran in milliseconds (0 when it never started); `tool` is the name as requested
+   * (also for an unknown tool).
+   */
   | { type: 'finished'; index: number; toolUseId: string; tool: string; status: CallStatus; durationMs: number }
+  /**
+   * A cancelled or timed-out call outlived its cleanup grace (`cleanupGraceMs`): its result is
+   * produced anyway and the tool goes on, detached.
+   */
   | { type: 'detached'; index: number; toolUseId: string; tool: string }
+  /** The `tool_result` of the call at `index`, in submission order. */
   | { type: 'result'; index: number; result: ToolResult }
 
 /**
@@ -538,8 +566,18 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
 
 /** The concurrent tool executor. */
 export declare class ToolExecutor {
+  /**
+   * An executor without tools (add them with {@link ToolExecutor.tool}). Throws an InvalidArgumentError for
+   * an unknown option or an invalid value (a `maxConcurrency` of 0, a timeout under 1 ms, a
+   * count of 2^64 or more, a `spillDir` that is no path).
+   */
   constructor(options?: ToolExecutorOptions)
-  /** Registers a tool; returns the executor (chainable). */
+  /**
+   * Registers a tool; returns the executor (chainable). Throws an InvalidArgumentError for a
+   * declaration without a string `name`, an unknown or invalid declaration key (a `schema` that
+   * is no object, a `description` that is no string, a `timeoutMs` under 1), a `fn` that is no
+   * function, or a name already registered.
+   */
   tool<Input = any>(declaration: ToolDeclaration<Input>, fn: ToolFunction<Input>): this
   /** The registered tools' names, in registration order (Python's `tool_names`). */
   readonly toolNames: string[]
@@ -624,6 +662,7 @@ export interface StreamDecoderOptions {
 
 /** Decodes a provider's raw SSE stream: typed events per chunk, the accumulated message. */
 export declare class StreamDecoder {
+  /** A decoder for one stream. Throws an InvalidArgumentError for an unknown option or provider. */
   constructor(options?: StreamDecoderOptions)
   /** The wire format decoded (Python's `StreamDecoder.provider`). */
   readonly provider: 'anthropic' | 'openai-chat' | 'openai-responses'
@@ -744,7 +783,10 @@ export interface ContextBudgetOptions {
   warningBuffer?: number | null
   /** Block this far below the effective window (3,000). */
   blockingBuffer?: number | null
-  /** Auto-compact at this percentage of the effective window when that is lower. */
+  /**
+   * Auto-compact at this percentage of the effective window when that is lower (above 0, at
+   * most 100; default: none, the buffer alone decides).
+   */
   autocompactPercent?: number | null
 }
 
@@ -754,11 +796,19 @@ export interface ContextBudgetOptions {
  * refuses those with an InvalidArgumentError).
  */
 export type ContextBudgetLimits =
+  /** Explicit limits: the context window and the max output tokens, in tokens. */
   | { window: number; maxOutputTokens: number; model?: null }
+  /** The limits of a model of the built-in table (200,000 and 32,000 for an unknown one). */
   | { model: string; window?: null; maxOutputTokens?: null }
 
 /** Context thresholds for one model. */
 export declare class ContextBudget {
+  /**
+   * The thresholds for `options`. Throws an InvalidArgumentError for an unknown option, neither
+   * or a mix of `model` and `window`/`maxOutputTokens`, a count that is no whole number below
+   * 2^64, an `autocompactPercent` outside (0, 100], or buffers that would block before they
+   * compact.
+   */
   constructor(options: ContextBudgetOptions & ContextBudgetLimits)
   /** The model's context window. */
   readonly window: number
@@ -791,6 +841,10 @@ export interface TokenCount {
 
 /** Tracks a conversation's token size: provider usage for the covered prefix, estimates after it. */
 export declare class ContextTracker {
+  /**
+   * An empty tracker (tokenizer `claude` by default). Throws an InvalidArgumentError for an
+   * unknown tokenizer or option.
+   */
   constructor(options?: { tokenizer?: Tokenizer | null } | null)
   /** The tokenizer family of the estimates. */
   readonly tokenizer: Tokenizer
@@ -855,6 +909,10 @@ export declare class ContextTracker {
  * line over 1 MiB is counted in 1 MiB pieces, a token or so apart per piece).
  */
 export declare class TextEstimator {
+  /**
+   * An estimator with nothing fed (tokenizer `claude` by default). Throws an
+   * InvalidArgumentError for an unknown tokenizer or option.
+   */
   constructor(options?: { tokenizer?: Tokenizer | null } | null)
   /**
    * Adds the next piece: a string (it may end between the halves of a surrogate pair), or UTF-8
@@ -974,7 +1032,12 @@ export interface RequestMetrics {
  */
 export type StreamEvent =
   | DecodeEvent
+  /** The client retries the request after `waitMs` milliseconds (the fields as above). */
   | { type: 'retry'; attempt: number; status: number | null; code: string; overloaded: boolean; waitMs: number; reason: string }
+  /**
+   * The stream went quiet for `elapsedMs` milliseconds (reported once per gap, after
+   * `timeouts.stallNoticeMs`).
+   */
   | { type: 'stalled'; elapsedMs: number }
 
 /** A streaming response: `for await` its events, then (or instead) `await message()`. */
@@ -1009,6 +1072,11 @@ export declare class MessageStream implements AsyncIterable<StreamEvent> {
 
 /** A streaming HTTP client (retries with backoff, watchdogs, decoding) for one provider endpoint. */
 export declare class Client {
+  /**
+   * A client for one endpoint (no request is made yet). Throws an InvalidArgumentError for an
+   * unknown option or provider, a value out of range (a timeout of 0), or a base URL, proxy or
+   * header that cannot be used (a base URL ending with the endpoint path included).
+   */
   constructor(options?: ClientOptions)
   /** The provider API spoken. */
   readonly provider: Provider
@@ -1021,7 +1089,12 @@ export declare class Client {
    * InvalidArgumentError (both were sent as `{}`).
    */
   stream(request: Record<string, any>, options?: RequestOptions): MessageStream
-  /** A non-streaming request (`stream: false` is sent, whatever `request` says): the provider's JSON response. */
+  /**
+   * A non-streaming request (`stream: false` is sent, whatever `request` says): the provider's
+   * JSON response. Rejects with the request's FerroloopError (as `stream`'s `message()`), an
+   * AbortError when `signal` aborts, and with an InvalidArgumentError for a request that cannot
+   * be sent as JSON, as `stream` throws.
+   */
   create(request: Record<string, any>, options?: RequestOptions): Promise<any>
 }
 
@@ -1187,8 +1260,14 @@ export interface AgentStopEvent {
 
 /** Events of an agent run, as they happen; the last is `stop`. */
 export type AgentEvent =
+  /**
+   * A model call starts: `turn` is 1-based (a turn asked again repeats its number),
+   * `estimatedInputTokens` the request's estimated input, in tokens.
+   */
   | { type: 'turn_start'; turn: number; estimatedInputTokens: number }
+  /** Text streamed by the model. */
   | { type: 'text_delta'; text: string }
+  /** Thinking streamed by the model. */
   | { type: 'thinking_delta'; thinking: string }
   /**
    * A tool call started running. A call that never starts has only its `tool_finished`: an
@@ -1196,9 +1275,13 @@ export type AgentEvent =
    * cancellation or discard before it was admitted (`'skipped'`).
    */
   | { type: 'tool_started'; toolUseId: string; name: string; input: unknown }
+  /** A tool reported progress: `data` is what it passed to `ctx.progress`. */
   | { type: 'tool_progress'; toolUseId: string; data: unknown }
-  /** A tool call ended; `status` says how, as the executor's `finished` turn event's does. */
-  /** A tool call ended: one per call handed to the tools, whether it started or not. */
+  /**
+   * A tool call ended: one per call handed to the tools, whether it started or not. `status`
+   * says how, as the executor's `finished` turn event's does; `durationMs` is how long it ran,
+   * in milliseconds.
+   */
   | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus; durationMs: number }
   /**
    * The model call is retried by the client. `call` says which: a turn's (`'turn'`) or the
@@ -1220,8 +1303,18 @@ export type AgentEvent =
    * responses", "3 consecutive overloaded errors (without an HTTP 529: ...)", or both counted).
    */
   | { type: 'model_fallback'; call: 'turn' | 'compaction'; from: string; to: string; reason: 'overloaded' | 'repeated_529'; error: string }
+  /**
+   * A response cut by `max_tokens` is discarded and turn `turn` asked again with a higher
+   * output limit (`from` → `to`, in tokens; see `escalatedMaxTokens`).
+   */
   | { type: 'max_tokens_raised'; turn: number; from: number; to: number }
+  /** Microcompact cleared `cleared` old tool results; `tokensBefore` is the estimate before, in tokens. */
   | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }
+  /**
+   * The history was replaced by a summary (`messagesBefore` → `messagesAfter` messages);
+   * `trigger` is `'auto'` (the auto-compact threshold) or `'reactive'` (the provider refused
+   * the prompt as too long).
+   */
   | { type: 'context'; action: 'compaction'; messagesBefore: number; messagesAfter: number; trigger: 'auto' | 'reactive' }
   /**
    * The prompt cache was read much less than on the previous turn's call; `changed` names the
@@ -1253,7 +1346,9 @@ export type AgentEvent =
  * tells them apart.
  */
 export type ToolDefinition =
+  /** One of the agent's own tools (JS or built-in). */
   | { type?: undefined; name: string; description?: string; input_schema: Record<string, unknown> }
+  /** A provider tool of `extra.tools`, as given. */
   | { type: string; [key: string]: unknown }
 
 /** A run in progress. */
@@ -1281,6 +1376,11 @@ export declare class AgentRun implements AsyncIterable<AgentEvent> {
 
 /** The agent loop over a Client: model call, decode, tools (safe ones eagerly), results, repeat. */
 export declare class Agent {
+  /**
+   * An agent over `client`. Throws an InvalidArgumentError when `client` is no {@link Client},
+   * for an unknown or invalid option, and for a configuration every run would refuse
+   * (`invalid agent configuration: ...`, see {@link AgentOptions.model}).
+   */
   constructor(client: Client, options: AgentOptions)
   /** The names of the tools the agent runs (its JS and built-in tools), sorted (Python's `tool_names`). */
   readonly toolNames: string[]
