@@ -191,22 +191,30 @@ class ContextBudget:
         the table gets a 200,000-token window and 32,000 max output tokens, as in Node and C:
         check ``window`` when the model may be unknown, or use the constructor."""
     @property
-    def window(self) -> int: ...
+    def window(self) -> int:
+        """The context window, in tokens."""
     @property
-    def max_output_tokens(self) -> int: ...
+    def max_output_tokens(self) -> int:
+        """The request's max output tokens."""
     @property
-    def effective_window(self) -> int: ...
+    def effective_window(self) -> int:
+        """The window minus the output reserve, in tokens."""
     @property
-    def autocompact_threshold(self) -> int: ...
+    def autocompact_threshold(self) -> int:
+        """Compact before the next request at or above this many tokens."""
     @property
-    def warning_threshold(self) -> int: ...
+    def warning_threshold(self) -> int:
+        """Warn at or above this many tokens."""
     @property
-    def blocking_threshold(self) -> int: ...
+    def blocking_threshold(self) -> int:
+        """Do not send without compacting at or above this many tokens."""
     def state(self, tokens: int) -> Literal["ok", "warning", "auto_compact", "blocking"]:
         """Where ``tokens`` stands: ``"ok"``, ``"warning"``, ``"auto_compact"`` or ``"blocking"``
         (as in Node and C; earlier builds of the Python package spelled the third
         ``"autocompact"``)."""
-    def percent_left(self, tokens: int) -> float: ...
+    def percent_left(self, tokens: int) -> float:
+        """The percentage of the auto-compact threshold still free at ``tokens`` (0 for a count
+        beyond 64 bits)."""
 
 @final
 class TextEstimator:
@@ -276,23 +284,33 @@ class ContextTracker:
     def bytes_estimated(self) -> int:
         """Total bytes fed to the estimator so far (unchanged messages cost nothing again)."""
     @property
-    def tokenizer(self) -> str: ...
-    def __len__(self) -> int: ...
+    def tokenizer(self) -> str:
+        """The tokenizer family of the estimates."""
+    def __len__(self) -> int:
+        """The number of messages tracked."""
 
 @final
 class ToolContext:
     """What a tool function receives as its second argument."""
 
     @property
-    def tool_use_id(self) -> str: ...
+    def tool_use_id(self) -> str:
+        """The id of the ``tool_use`` being answered."""
     @property
     def name(self) -> str:
         """The tool's name, as the model called it."""
     @property
-    def index(self) -> int: ...
+    def index(self) -> int:
+        """The call's position in its turn (from 0)."""
     @property
-    def cancelled(self) -> bool: ...
-    def progress(self, data: Any) -> None: ...
+    def cancelled(self) -> bool:
+        """Whether the call was cancelled (timeout, turn cancellation, a sibling's failure).
+        Plain functions cannot be interrupted: long ones should check it."""
+    def progress(self, data: Any) -> None:
+        """Reports progress (any JSON-like value); delivered to the turn's events at once (a
+        turn's ``progress`` event, an agent run's ``tool_progress``). ``nan`` and ``±inf`` are
+        sent as ``null``; a value with no JSON form (another object, nesting past the limit)
+        raises ``ValueError``."""
 
 @final
 class _RunStop:

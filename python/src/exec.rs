@@ -284,7 +284,10 @@ impl PyToolContext {
         self.cancel.is_cancelled()
     }
 
-    /// Reports progress (any JSON-like value); delivered to the turn's events at once.
+    /// Reports progress (any JSON-like value); delivered to the turn's events at once (a
+    /// turn's `progress` event, an agent run's `tool_progress`). `nan` and `±inf` are sent as
+    /// `null`; a value with no JSON form (another object, nesting past the limit) raises
+    /// `ValueError`.
     fn progress(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ToolContext.progress", || {
             let data = py_to_value_nan_as_null(data).map_err(PyValueError::new_err)?;

@@ -555,6 +555,7 @@ impl PyContextTracker {
         Ok(shared(slf, TRACKER)?.tracker.family().name())
     }
 
+    /// The number of messages tracked.
     fn __len__(slf: &Bound<'_, Self>) -> PyResult<usize> {
         Ok(shared(slf, TRACKER)?.tracker.len())
     }
