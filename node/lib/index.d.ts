@@ -755,8 +755,10 @@ export type BudgetState = 'ok' | 'warning' | 'auto_compact' | 'blocking'
 
 /**
  * Options of {@link ContextBudget}: explicit limits or a model name; unset buffers take Claude
- * Code's defaults. Another key is an `InvalidArgumentError` naming it; `null` counts as absent.
- * Token counts are whole numbers below 2^64 (a larger one is refused, not clamped).
+ * Code's defaults (the numbers below, shrunk in proportion for a window below about 100,000
+ * tokens; a value given is used as given). Another key is an `InvalidArgumentError` naming it;
+ * `null` counts as absent. Token counts are whole numbers below 2^64 (a larger one is refused,
+ * not clamped).
  */
 export interface ContextBudgetOptions {
   /** The model's context window (required unless `model` is given; not beside `model`). */
