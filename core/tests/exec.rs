@@ -764,6 +764,19 @@ async fn a_reused_call_id_gets_its_own_preview_and_spill_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The results of a turn of `tool_use` alone, sealed and cancelled 5 ms after it started.
+async fn cancelled_after_5ms(exec: &ToolExecutor, tool_use: ToolUse) -> Vec<ToolResult> {
+    let turn = exec.turn();
+    turn.submit(tool_use).unwrap();
+    turn.seal();
+    let handle = turn.handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        handle.cancel();
+    });
+    turn.finish().await.unwrap()
+}
+
 /// A tool (a host handing its tool the reason: Node's `ctx.signal.reason`) learns why it was
 /// cancelled from the executor: `timed_out()` holds for its own timeout alone, however long the
 /// tool took to make its future (a host that read the clock against the limit named such a
@@ -811,16 +824,8 @@ async fn a_tool_learns_whether_its_own_timeout_cancelled_it() {
             .all(|r| text(r) == "Tool 'wait' timed out after 30ms")
     );
 
-    let turn = exec.turn();
-    turn.submit(ToolUse::new("c", "wait", json!({"id": "cancelled"})))
-        .unwrap();
-    turn.seal();
-    let handle = turn.handle();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        handle.cancel();
-    });
-    let results = turn.finish().await.unwrap();
+    let results =
+        cancelled_after_5ms(&exec, ToolUse::new("c", "wait", json!({"id": "cancelled"}))).await;
     assert_eq!(
         text(&results[0]),
         "Tool 'wait' was cancelled: the turn was cancelled"
@@ -882,16 +887,11 @@ async fn timeout_and_cancellation_messages_are_never_spilled() {
     );
     assert!(!dir.join("timed_out.txt").exists());
 
-    let turn = exec.turn();
-    turn.submit(ToolUse::new("cancelled", "tiny", json!({"hang": true})))
-        .unwrap();
-    turn.seal();
-    let handle = turn.handle();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        handle.cancel();
-    });
-    let results = turn.finish().await.unwrap();
+    let results = cancelled_after_5ms(
+        &exec,
+        ToolUse::new("cancelled", "tiny", json!({"hang": true})),
+    )
+    .await;
     assert_eq!(
         text(&results[0]),
         "Tool 'tiny' was cancelled: the turn was cancelled"
