@@ -15,9 +15,12 @@ export declare class Agent {
    * An agent calling `client`, with JavaScript tools declared by `tools` (their calls are
    * announced through `wake`) and the built-in tools named in `builtins`. `decide` answers
    * the concurrency safety of calls of tools declared with `safetyPerInput`: given the JSON
-   * text `[name, input]`, whether the call may run beside other safe calls.
+   * text `[id, name, input]`, it answers through [`decided`](Self::decided) whether the call
+   * may run beside other safe calls.
    */
-  constructor(client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void, decide: (question: string) => boolean)
+  constructor(client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void, decide: (question: string) => void)
+  /** Answers the concurrency-safety question `id` asked of the `decide` function. */
+  decided(id: number, safe: boolean): void
   /** The tool definitions sent to the model (JSON array, sorted by name). */
   toolDefinitionsJson(): string
   /**

@@ -318,13 +318,23 @@ class Agent {
    * decides each call from its input. A collected agent has nothing to decide (not safe).
    */
   static #decideOf(self) {
-    return (question) => self.deref()?.#decide(question) ?? false
+    return (question) => self.deref()?.#decide(question)
   }
 
+  /**
+   * Answers the question `[id, name, input]` through the native agent (not by returning: the
+   * native side asks with a plain call, see DecideFn in src/agent.rs). A collected agent's
+   * native agent is dropped, which answers its questions itself.
+   */
   #decide(question) {
-    const [name, input] = JSON.parse(question)
+    const [id, name, input] = JSON.parse(question)
     const safety = this.#tools.get(name)?.safety
-    return safety === undefined ? false : decideSafety(safety, input)
+    const safe = safety === undefined ? false : decideSafety(safety, input)
+    // Thrown from here, an error would be an uncaught exception (a native callback's caller is
+    // the event loop); the question is then abandoned, and the call runs alone.
+    try {
+      callNative(() => this.#native.decided(id, safe))
+    } catch {}
   }
 
   /**

@@ -7,7 +7,9 @@
 //! run's events reach JavaScript through an [`EventStream`](crate::pump::NativeEventStream) of
 //! JSON items (the core's `AgentEvent` serialization).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent, HostWait, RunOptions};
@@ -131,44 +133,80 @@ async fn became_idle(wait: Option<&HostWait>) {
     }
 }
 
-/// The JS function deciding a call's concurrency safety: given the JSON text `[name, input]`,
-/// returns whether the call may run beside other safe calls (unref'd).
-pub type DecideFn = ThreadsafeFunction<String, bool, String, Status, false, true>;
+/// The JS function asked for a call's concurrency safety: given the JSON text
+/// `[id, name, input]`, it answers through [`NativeAgent::decided`] (unref'd).
+///
+/// A plain call, not napi-rs's `call_with_return_value`: that one asserts on the status of a
+/// JS call that failed for a reason other than an exception, which is what a worker being
+/// terminated while the predicate (user code) runs gives, and the failed assertion, a panic in
+/// an `extern "C"` callback, aborted the whole process. A plain call's failure is reported as
+/// an uncaught exception, which a terminating worker ignores.
+pub type DecideFn = ThreadsafeFunction<String, (), String, Status, false, true>;
 
 /// How long a run's task waits for JavaScript to decide a call's concurrency safety before
 /// running the call alone (the conservative answer). JavaScript answers between two of its
-/// tasks, so only a tool blocking the JS thread for this long (or a host shutting down) makes
-/// the decision fall back.
+/// tasks, so only a tool blocking the JS thread for this long makes the decision fall back; a
+/// host shutting down drops the agent, which answers every pending question at once.
 const DECIDE_WAIT: Duration = Duration::from_secs(30);
+
+/// The questions asked of JavaScript and not yet answered, by id.
+#[derive(Default)]
+struct Decisions {
+    next: AtomicU32,
+    pending: Mutex<HashMap<u32, std::sync::mpsc::SyncSender<bool>>>,
+}
+
+impl Decisions {
+    fn pending(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<u32, std::sync::mpsc::SyncSender<bool>>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Answers question `id` (unknown ids, already answered or given up on, are ignored).
+    fn answer(&self, id: u32, safe: bool) {
+        if let Some(answer) = self.pending().remove(&id) {
+            let _ = answer.send(safe);
+        }
+    }
+
+    /// Drops every pending question: each waiting run reads "not safe" at once.
+    fn abandon(&self) {
+        let pending = std::mem::take(&mut *self.pending());
+        drop(pending);
+    }
+}
 
 /// A [`Decide`] that asks `decide` on the JS thread and waits for its answer.
 ///
 /// The executor asks while admitting a call, synchronously, on the run's task (on the async
 /// runtime, never on the JS thread, which the answer needs); nothing the JS thread waits for is
 /// held meanwhile.
-fn decide_in_js(decide: DecideFn) -> Decide {
+fn decide_in_js(decide: DecideFn, decisions: Arc<Decisions>) -> Decide {
     Arc::new(move |name: &str, input: &Value| {
-        let question =
-            Value::Array(vec![Value::String(name.to_owned()), input.clone()]).to_string();
+        let id = decisions.next.fetch_add(1, Ordering::Relaxed);
+        let question = Value::Array(vec![
+            Value::from(id),
+            Value::String(name.to_owned()),
+            input.clone(),
+        ])
+        .to_string();
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
-        let status = decide.call_with_return_value(
-            question,
-            ThreadsafeFunctionCallMode::NonBlocking,
-            move |safe, _env| {
-                // A throwing predicate is caught in JS; any other failure: not safe.
-                let _ = answer.send(safe.unwrap_or(false));
-                Ok(())
-            },
-        );
-        if status != Status::Ok {
+        decisions.pending().insert(id, answer);
+        let status = decide.call(question, ThreadsafeFunctionCallMode::NonBlocking);
+        let safe = if status == Status::Ok {
+            // A dropped question (the agent dropped, its environment shutting down)
+            // disconnects the channel.
+            answered.recv_timeout(DECIDE_WAIT).unwrap_or(false)
+        } else {
             tracing::debug!(
                 ?status,
                 "could not ask JavaScript for a concurrency decision"
             );
-            return false;
-        }
-        // A dropped question (the environment is shutting down) disconnects the channel.
-        answered.recv_timeout(DECIDE_WAIT).unwrap_or(false)
+            false
+        };
+        decisions.pending().remove(&id);
+        safe
     })
 }
 
@@ -177,6 +215,15 @@ fn decide_in_js(decide: DecideFn) -> Decide {
 pub struct NativeAgent {
     inner: Agent,
     queues: Arc<JsToolQueues>,
+    decisions: Arc<Decisions>,
+}
+
+impl Drop for NativeAgent {
+    fn drop(&mut self) {
+        // Nobody will answer any more (collected, or its environment torn down): a run still
+        // waiting for a decision runs its call alone now rather than after DECIDE_WAIT.
+        self.decisions.abandon();
+    }
 }
 
 #[napi]
@@ -184,10 +231,11 @@ impl NativeAgent {
     /// An agent calling `client`, with JavaScript tools declared by `tools` (their calls are
     /// announced through `wake`) and the built-in tools named in `builtins`. `decide` answers
     /// the concurrency safety of calls of tools declared with `safetyPerInput`: given the JSON
-    /// text `[name, input]`, whether the call may run beside other safe calls.
+    /// text `[id, name, input]`, it answers through [`decided`](Self::decided) whether the call
+    /// may run beside other safe calls.
     #[napi(
         constructor,
-        ts_args_type = "client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void, decide: (question: string) => boolean"
+        ts_args_type = "client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void, decide: (question: string) => void"
     )]
     pub fn new(
         client: &NativeClient,
@@ -208,7 +256,8 @@ impl NativeAgent {
                 }
             });
             let per_input = tools.iter().any(|spec| spec.safety_per_input == Some(true));
-            let decide = per_input.then(|| decide_in_js(decide));
+            let decisions = Arc::new(Decisions::default());
+            let decide = per_input.then(|| decide_in_js(decide, decisions.clone()));
             let queues = Arc::new(JsToolQueues::with_notify(notify, decide));
             let mut registry = ToolRegistry::new();
             for spec in tools {
@@ -228,7 +277,20 @@ impl NativeAgent {
             inner.check_tools().map_err(|err| {
                 FerroloopError::invalid_argument(format!("invalid agent configuration: {err}"))
             })?;
-            Ok(Self { inner, queues })
+            Ok(Self {
+                inner,
+                queues,
+                decisions,
+            })
+        })
+    }
+
+    /// Answers the concurrency-safety question `id` asked of the `decide` function.
+    #[napi]
+    pub fn decided(&self, id: u32, safe: bool) -> napi::Result<()> {
+        guard::sync(|| {
+            self.decisions.answer(id, safe);
+            Ok(())
         })
     }
 

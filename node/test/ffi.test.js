@@ -24,7 +24,7 @@ function instances() {
     Turn: executor.startTurn(() => {}),
     Client: client,
     EventStream: client.createJson('{}'),
-    Agent: new native.Agent(client, { model: 'm' }, {}, [], [], () => {}, () => false),
+    Agent: new native.Agent(client, { model: 'm' }, {}, [], [], () => {}, () => {}),
   }
 }
 
@@ -115,7 +115,8 @@ const calls = {
   'EventStream.takeJson': (o) => o.takeJson(),
   'EventStream.waitsOnlyOnHost': (o) => o.waitsOnlyOnHost(),
   'EventStream.abort': (o) => o.abort(),
-  'Agent.new': (_o, all) => new native.Agent(all.Client, { model: 'm' }, {}, [], [], noop, () => false),
+  'Agent.new': (_o, all) => new native.Agent(all.Client, { model: 'm' }, {}, [], [], noop, noop),
+  'Agent.decided': (o) => o.decided(0, false),
   'Agent.completeJson': (o) => o.completeJson('[]'),
   'Agent.drainToolsJson': (o) => o.drainToolsJson(),
   'Agent.runJson': (o) => o.runJson('[]'),

@@ -145,6 +145,55 @@ test('workers that load the addon one after the other, and are terminated mid-ru
   }
 })
 
+test('a worker terminated while its JS runs inside a native callback (a tool, a concurrency predicate) does not abort the process', async () => {
+  // Termination stops the worker's JavaScript wherever it is. When that is inside a function the
+  // addon called from its runtime (an agent's tool starting, a per-input concurrencySafe
+  // predicate), the call fails with a status napi-rs's thread-safe function asserted could not
+  // happen: a panic in an extern "C" callback, which aborts the whole process (the parent too).
+  const toolTurn = anthropicEvents(
+    [
+      { type: 'tool_use', id: 'toolu_a', name: 'spin', input: { k: 1 } },
+      { type: 'tool_use', id: 'toolu_b', name: 'spin', input: { k: 2 } },
+    ],
+    { stopReason: 'tool_use' },
+  )
+  const server = await serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' })
+  try {
+    const script = `
+      const { Worker } = require('node:worker_threads')
+      const source = \`
+        const { parentPort, workerData } = require('node:worker_threads')
+        const { Client, Agent, ToolExecutor } = require(workerData.pkg)
+        const spin = () => { parentPort.postMessage('spinning'); for (;;) {} }
+        const where = workerData.where
+        const tools = new ToolExecutor().tool(
+          { name: 'spin', concurrencySafe: where === 'predicate' ? () => spin() : true },
+          where === 'tool' ? () => spin() : async () => 'ok',
+        )
+        const client = new Client({ apiKey: 'k', baseUrl: workerData.url, fromEnv: false })
+        new Agent(client, { model: 'replay', tools: [tools] }).run('go').result().catch(() => {})
+      \`
+      ;(async () => {
+        for (const where of ['tool', 'predicate']) {
+          for (let i = 0; i < 3; i++) {
+            const worker = new Worker(source, { eval: true, workerData: { pkg, url: ${JSON.stringify(server.url)}, where } })
+            await new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject) })
+            await worker.terminate()
+          }
+        }
+        console.log('survived')
+      })()
+    `
+    const run = runNode(script, { args: ['--unhandled-rejections=strict'], timeout: 60_000 })
+    assert.equal(run.signal, null, `the process died of ${run.signal}: ${run.stderr}`)
+    assert.equal(run.status, 0, run.stderr)
+    assert.equal(run.stdout.trim(), 'survived')
+    assert.doesNotMatch(run.stderr, /panicked|FATAL|Assertion/, run.stderr)
+  } finally {
+    await server.close()
+  }
+})
+
 test('the declarations match the runtime: every declared export, method and field exists, every public item has JSDoc', () => {
   const ts = require('typescript')
   const fs = require('node:fs')
