@@ -194,6 +194,40 @@ test('a worker terminated while its JS runs inside a native callback (a tool, a 
   }
 })
 
+test('a worker terminated while native calls throw in a loop does not abort the process', () => {
+  // Termination leaves an exception pending in the worker: a native method that fails then
+  // cannot throw its error, and napi-rs (in a debug build, the one the suites test) asserted
+  // that it could, a panic across the FFI boundary that aborted the whole process.
+  const script = `
+    const { Worker } = require('node:worker_threads')
+    const source = \`
+      const { parentPort, workerData } = require('node:worker_threads')
+      const { StreamDecoder, countTokens } = require(workerData.pkg)
+      const bad = Buffer.from('event: content_block_delta\\\\ndata: {"type":"content_block_delta","index":0}\\\\n\\\\n')
+      let told = false
+      for (;;) {
+        try { new StreamDecoder().feed(bad) } catch {}
+        try { countTokens('hi', 'claude') } catch {}
+        if (!told) { told = true; parentPort.postMessage('looping') }
+      }
+    \`
+    ;(async () => {
+      for (let i = 0; i < 10; i++) {
+        const worker = new Worker(source, { eval: true, workerData: { pkg } })
+        await new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject) })
+        await new Promise((resolve) => setTimeout(resolve, i))
+        await worker.terminate()
+      }
+      console.log('survived')
+    })()
+  `
+  const run = runNode(script, { args: ['--unhandled-rejections=strict'], timeout: 60_000 })
+  assert.equal(run.signal, null, `the process died of ${run.signal}: ${run.stderr}`)
+  assert.equal(run.status, 0, run.stderr)
+  assert.equal(run.stdout.trim(), 'survived')
+  assert.doesNotMatch(run.stderr, /panicked|FATAL|Assertion/, run.stderr)
+})
+
 test('the declarations match the runtime: every declared export, method and field exists, every public item has JSDoc', () => {
   const ts = require('typescript')
   const fs = require('node:fs')
