@@ -1,0 +1,87 @@
+// Memory under churn: creates an SseParser or a StreamDecoder per "request", feeds it a whole
+// Anthropic stream in 1,460-byte chunks, ends it and drops it. No forced GC: the point is what
+// V8's own heuristics let RSS reach. Prints RSS, V8 heap used, V8's external memory and the bytes
+// the addon reported to V8 (`_debugExternalBytes`, when the build has it) at 1k/2k/4k/8k objects,
+// and the peak RSS sampled after every step.
+//   node churn.mjs sse|decoder|message [STREAM_BYTES (default 65536)] [OBJECTS (default 8192)]
+//     [CONCURRENT (default 1)]
+// message is a StreamDecoder with events off (a caller that wants the reply only). With
+// CONCURRENT = 1 each object is fed its whole stream at once and the loop yields to the event
+// loop between objects (Node-API finalizers run only from the event loop). With CONCURRENT = C,
+// C streams are open at once and each gets one chunk per turn of the event loop, as a server's
+// requests do: an object then outlives several scavenges and reaches V8's old generation, which
+// only a full GC (triggered by heap growth V8 can see) frees.
+// Build the addon first (cd node && npm run build:release).
+
+import { createRequire } from 'node:module'
+
+import { anthropicStream, chunked } from './workload.mjs'
+
+const require = createRequire(import.meta.url)
+const lib = process.env.FERROLOOP_NODE_LIB || '../../node/lib/index.js'
+const ferroloop = require(lib)
+// The addon itself (lib/../index.js), for the bytes reported to V8 when it has the counter.
+const native = require(new URL('../index.js', new URL(lib, import.meta.url)).pathname)
+
+const [kind = 'sse', bytesArg = '65536', objectsArg = '8192', concurrentArg = '1'] = process.argv.slice(2)
+const chunks = chunked(anthropicStream(7, Number(bytesArg)), 1460)
+const objects = Number(objectsArg)
+const concurrent = Number(concurrentArg)
+
+function open() {
+  if (kind === 'sse') return new ferroloop.SseParser()
+  if (kind === 'decoder' || kind === 'message') {
+    return new ferroloop.StreamDecoder({ provider: 'anthropic', events: kind === 'decoder' })
+  }
+  throw new Error(`unknown kind ${kind}: sse, decoder or message`)
+}
+
+const mb = (n) => (n / 1048576).toFixed(1)
+const reported = () => (typeof native._debugExternalBytes === 'function' ? native._debugExternalBytes() : NaN)
+let peak = 0
+let done = 0
+let nextReport = 1024
+function sample() {
+  const rss = process.memoryUsage.rss()
+  if (rss > peak) peak = rss
+  while (done >= nextReport) {
+    const m = process.memoryUsage()
+    console.log(`${String(nextReport).padStart(7)}  ${mb(m.rss).padStart(6)}  ${mb(peak).padStart(11)}  ${mb(m.heapUsed).padStart(11)}  ${mb(m.external).padStart(11)}  ${mb(reported()).padStart(11)}`)
+    nextReport *= 2
+  }
+}
+
+console.log(`${kind}, ${bytesArg}-byte stream in ${chunks.length} chunks, ${objects} objects, ${concurrent} at a time`)
+console.log('objects  rss MB  peak rss MB  heapUsed MB  external MB  reported MB')
+if (concurrent === 1) {
+  while (done < objects) {
+    const stream = open()
+    for (const chunk of chunks) stream.feed(chunk)
+    stream.finish()
+    done++
+    await new Promise(setImmediate)
+    sample()
+  }
+} else {
+  // Each slot: [stream, next chunk index]; the first streams start staggered (a negative index
+  // waits that many turns) so that streams end one by one.
+  const slots = Array.from({ length: concurrent }, (_, i) => [open(), -Math.floor((i * chunks.length) / concurrent)])
+  let started = concurrent
+  while (done < objects) {
+    for (const slot of slots) {
+      if (slot[1] < 0) {
+        slot[1]++
+        continue
+      }
+      slot[0].feed(chunks[slot[1]++])
+      if (slot[1] === chunks.length) {
+        slot[0].finish()
+        done++
+        slot[0] = started++ < objects ? open() : { feed() {}, finish() {} }
+        slot[1] = 0
+      }
+    }
+    await new Promise(setImmediate)
+    sample()
+  }
+}
