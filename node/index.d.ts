@@ -209,6 +209,10 @@ export type NativeSseParser = SseParser
 /**
  * A provider stream decoder: `feed(bytes)` returns the typed events completed by the chunk,
  * `message()` the message so far, `finish()` the final message.
+ *
+ * It tells V8 how much native memory it holds (`napi_adjust_external_memory`): the message
+ * grows with the stream while the JavaScript wrapper stays small, so V8 would not see dropped
+ * decoders as worth collecting.
  */
 export declare class StreamDecoder {
   /** A decoder for `options.provider`. */
@@ -381,6 +385,13 @@ export declare function _debugAliveTasks(): number
  * the test suite prove that no entry point lets a panic reach Node.
  */
 export declare function _debugArmPanics(armed: boolean): void
+
+/**
+ * The bytes of native memory the live native objects reported to V8 (sum over them): the leak
+ * tests check it returns to its start once the objects are collected, and follows a live
+ * object's growth.
+ */
+export declare function _debugExternalBytes(): number
 
 /**
  * Panics on purpose, inside the panic boundary: lets the test suite prove that a Rust panic

@@ -857,6 +857,7 @@ module.exports.Turn = nativeBinding.Turn
 module.exports.NativeTurn = nativeBinding.NativeTurn
 module.exports._debugAliveTasks = nativeBinding._debugAliveTasks
 module.exports._debugArmPanics = nativeBinding._debugArmPanics
+module.exports._debugExternalBytes = nativeBinding._debugExternalBytes
 module.exports._debugPanic = nativeBinding._debugPanic
 module.exports.countTokens = nativeBinding.countTokens
 module.exports.estimateBytes = nativeBinding.estimateBytes

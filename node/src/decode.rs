@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::batch::{BatchText, append, js_string, put_offsets, take_kept_offsets, writable};
 use crate::error::{ErrorCode, FerroloopError};
+use crate::extmem::ExternalMemory;
 use crate::guard;
 
 /// Options for [`NativeStreamDecoder`].
@@ -31,7 +32,11 @@ pub struct StreamDecoderOptions {
 
 /// A provider stream decoder: `feed(bytes)` returns the typed events completed by the chunk,
 /// `message()` the message so far, `finish()` the final message.
-#[napi(js_name = "StreamDecoder")]
+///
+/// It tells V8 how much native memory it holds (`napi_adjust_external_memory`): the message
+/// grows with the stream while the JavaScript wrapper stays small, so V8 would not see dropped
+/// decoders as worth collecting.
+#[napi(js_name = "StreamDecoder", custom_finalize)]
 #[derive(Debug)]
 pub struct NativeStreamDecoder {
     inner: StreamDecoder,
@@ -43,6 +48,28 @@ pub struct NativeStreamDecoder {
     batch_offsets: Vec<u32>,
     /// Offsets of the last batch that did not fit the caller's array (see `takeOffsets`).
     pending_offsets: Vec<u32>,
+    /// Bytes fed so far, which the size reported to V8 is estimated from.
+    bytes_fed: usize,
+    /// What was reported to V8 (see [`NativeStreamDecoder::native_size`]).
+    memory: ExternalMemory,
+}
+
+/// The share of the bytes fed a decoder is reported to keep. The message holds the stream's text
+/// without its framing, 15-28% of the bytes of the recorded and generated streams, in strings
+/// with up to as much spare capacity, besides the parser's buffers: a live decoder measured about
+/// 33 KB of RSS after a 64 KiB Anthropic stream and 350 KB after 1 MiB, a third of each.
+const KEPT_SHARE: usize = 3;
+
+impl napi::bindgen_prelude::ObjectFinalize for NativeStreamDecoder {
+    /// Takes back the memory reported to V8 (the decoder is being freed).
+    fn finalize(mut self, env: Env) -> napi::Result<()> {
+        // Never an error: napi-rs would throw it from a finalizer, into no caller. Not through
+        // `guard::sync`: its test tripwire would skip the release and unbalance the accounts.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.memory.release(&env);
+        }));
+        Ok(())
+    }
 }
 
 /// How `feedBatch` sends an event: [`EventKind::Json`], or the kind of text delta whose text is
@@ -126,6 +153,19 @@ fn detail_of(err: &DecodeError, events: &[DecodeEvent]) -> Value {
 }
 
 impl NativeStreamDecoder {
+    /// The native memory the decoder is estimated to hold: its own struct and the message, a
+    /// share of the bytes fed (measuring the message's strings each chunk would cost per event).
+    fn native_size(&self) -> usize {
+        std::mem::size_of::<Self>() + self.bytes_fed / KEPT_SHARE
+    }
+
+    /// Counts `chunk` as fed and reports the decoder's new size to V8 when it moved a step.
+    fn account(&mut self, env: &Env, chunk: &[u8]) {
+        self.bytes_fed = self.bytes_fed.saturating_add(chunk.len());
+        let size = self.native_size();
+        self.memory.update(env, size);
+    }
+
     /// Records `err`'s detail for `takeErrorDetail` and returns the error to throw.
     fn fail(&mut self, err: &DecodeError) -> napi::Error {
         let events = std::mem::take(&mut self.events);
@@ -187,7 +227,7 @@ impl NativeStreamDecoder {
 impl NativeStreamDecoder {
     /// A decoder for `options.provider`.
     #[napi(constructor)]
-    pub fn new(options: StreamDecoderOptions) -> napi::Result<Self> {
+    pub fn new(env: Env, options: StreamDecoderOptions) -> napi::Result<Self> {
         guard::sync(|| {
             let provider = Provider::from_name(&options.provider).ok_or_else(|| {
                 FerroloopError::invalid_argument(format!(
@@ -206,6 +246,8 @@ impl NativeStreamDecoder {
                 batch_text: BatchText::default(),
                 batch_offsets: Vec::new(),
                 pending_offsets: Vec::new(),
+                bytes_fed: 0,
+                memory: ExternalMemory::new(&env, std::mem::size_of::<Self>()),
             })
         })
     }
@@ -219,6 +261,7 @@ impl NativeStreamDecoder {
         chunk: &[u8],
     ) -> napi::Result<Option<JsString<'env>>> {
         guard::sync(|| {
+            self.account(env, chunk);
             self.feed_events(chunk)?;
             self.events_json(env)
         })
@@ -245,6 +288,7 @@ impl NativeStreamDecoder {
         guard::sync(|| {
             let chunk: &[u8] = &chunk;
             let out = writable(&mut out, Some(chunk))?;
+            self.account(env, chunk);
             self.feed_events(chunk)?;
             let count = u32::try_from(self.events.len()).map_err(|_| {
                 FerroloopError::invalid_argument("one chunk completed over 2^32 events")

@@ -12,6 +12,7 @@ pub mod client;
 pub mod decode;
 pub mod error;
 pub mod exec;
+pub mod extmem;
 pub mod guard;
 mod joined;
 pub mod js_tools;

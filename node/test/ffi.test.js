@@ -34,6 +34,7 @@ const noop = () => {}
 const calls = {
   _debugPanic: () => native._debugPanic('armed'),
   _debugAliveTasks: () => native._debugAliveTasks(),
+  _debugExternalBytes: () => native._debugExternalBytes(),
   countTokens: () => native.countTokens('hello', 'o200k'),
   hasExactCounting: () => native.hasExactCounting(),
   estimateText: () => native.estimateText('hello', 'claude'),

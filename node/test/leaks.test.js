@@ -303,3 +303,66 @@ test('a call whose tool never settles leaves no native task once its promise is 
   await collectUntil(() => native._debugAliveTasks() <= before)
   assert.equal(native._debugAliveTasks(), before, 'no task is left waiting for an answer')
 })
+
+/** The SSE bytes of an Anthropic stream whose one text block has `deltas` deltas of 40 characters. */
+function textStream(deltas) {
+  const parts = [
+    'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_x","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}}\n\n',
+    'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
+  ]
+  const delta = `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${'abcdefghij'.repeat(4)}"}}\n\n`
+  for (let i = 0; i < deltas; i++) parts.push(delta)
+  parts.push('event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n')
+  parts.push('event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}\n\n')
+  parts.push('event: message_stop\ndata: {"type":"message_stop"}\n\n')
+  return Buffer.from(parts.join(''))
+}
+
+test('a StreamDecoder reports the memory its message holds to V8, and takes it all back when collected', async () => {
+  // V8 did not know what a decoder kept (the message grows with its stream, its wrapper stays a
+  // few words): a server's dropped decoders, in the old generation, waited for a full GC that
+  // nothing V8 saw asked for, and RSS reached hundreds of MB (benches/node/churn.mjs).
+  const { StreamDecoder } = ferroloop
+  await collectUntil(() => false, 3)
+  const start = native._debugExternalBytes()
+  const stream = textStream(5000) // about 700 KB: a long reply
+  const live = new StreamDecoder({ provider: 'anthropic' })
+  const empty = native._debugExternalBytes() - start
+  assert.ok(empty > 0, 'a new decoder reports its own size')
+  for (let i = 0; i < stream.length; i += 1460) live.feed(stream.subarray(i, i + 1460))
+  const fed = native._debugExternalBytes() - start
+  // A third of the bytes fed, reported in steps of 4 KiB.
+  assert.ok(Math.abs(fed - empty - stream.length / 3) <= 4096, `${fed - empty} bytes reported for ${stream.length} fed`)
+  live.finish()
+
+  const refs = []
+  ;(() => {
+    for (let i = 0; i < 50; i++) {
+      const decoder = new StreamDecoder({ provider: 'anthropic', events: i % 2 === 0 })
+      decoder.feed(stream)
+      decoder.finish()
+      refs.push(new WeakRef(decoder))
+    }
+  })()
+  assert.ok(native._debugExternalBytes() - start >= fed + 50 * (stream.length / 3 - 4096), 'every live decoder is counted')
+  assert.equal(await collectAll(refs), 0, 'the decoders were collected')
+  await collectUntil(() => native._debugExternalBytes() - start <= fed)
+  assert.equal(native._debugExternalBytes() - start, fed, 'the collected decoders took back what they reported')
+  assert.ok(live.message().content[0].text.length > 0)
+  // `live` is dropped here: its share goes too.
+})
+
+test('the bytes reported to V8 return to their start once every decoder is collected', async () => {
+  // Runs after the test above: its live decoder is collectable now.
+  const { StreamDecoder } = ferroloop
+  const refs = []
+  ;(() => {
+    for (let i = 0; i < 200; i++) {
+      const decoder = new StreamDecoder({ provider: i % 2 ? 'anthropic' : 'openai-chat', events: false })
+      refs.push(new WeakRef(decoder))
+    }
+  })()
+  assert.equal(await collectAll(refs), 0, 'the decoders were collected')
+  await collectUntil(() => native._debugExternalBytes() === 0)
+  assert.equal(native._debugExternalBytes(), 0, 'nothing stays reported for a collected decoder')
+})
