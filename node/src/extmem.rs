@@ -5,7 +5,7 @@
 //! few words reaches V8's old generation in a server (it lives across many scavenges while its
 //! stream arrives) and is then freed only by a full GC, which old-generation growth alone rarely
 //! triggers: dropped decoders piled up to hundreds of MB of RSS (`benches/node/churn.mjs`). Each
-//! such object owns an [`ExternalMemory`] that tells V8 its size, in steps, and takes it back when
+//! such object owns an `ExternalMemory` that tells V8 its size, in steps, and takes it back when
 //! the object is finalized.
 
 use std::sync::atomic::{AtomicI64, Ordering};
