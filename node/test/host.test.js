@@ -19,6 +19,17 @@ function runNode(script, { timeout = 30_000, args = [] } = {}) {
   return spawnSync(process.execPath, [...args, '-e', source], { encoding: 'utf8', timeout })
 }
 
+/**
+ * Asserts that the child process `run` (of runNode) exited by itself with code 0, printing
+ * `stdout`, and that nothing on its stderr is a panic, a V8 fatal error or a failed assertion.
+ */
+function assertSurvived(run, stdout) {
+  assert.equal(run.signal, null, `the process died of ${run.signal}: ${run.stderr}`)
+  assert.equal(run.status, 0, run.stderr)
+  assert.equal(run.stdout.trim(), stdout)
+  assert.doesNotMatch(run.stderr, /panicked|FATAL|Assertion/, run.stderr)
+}
+
 /** Collects the warnings the process emits while `fn` runs. */
 async function warningsDuring(fn) {
   const warnings = []
@@ -136,9 +147,7 @@ test('workers that load the addon one after the other, and are terminated mid-ru
       })()
     `
     const run = runNode(script, { args: ['--unhandled-rejections=strict'], timeout: 60_000 })
-    assert.equal(run.signal, null, `the process died of ${run.signal}: ${run.stderr}`)
-    assert.equal(run.status, 0, run.stderr)
-    assert.equal(run.stdout.trim(), 'main')
+    assertSurvived(run, 'main')
   } finally {
     await stalled.close()
     await quick.close()
@@ -185,10 +194,7 @@ test('a worker terminated while its JS runs inside a native callback (a tool, a 
       })()
     `
     const run = runNode(script, { args: ['--unhandled-rejections=strict'], timeout: 60_000 })
-    assert.equal(run.signal, null, `the process died of ${run.signal}: ${run.stderr}`)
-    assert.equal(run.status, 0, run.stderr)
-    assert.equal(run.stdout.trim(), 'survived')
-    assert.doesNotMatch(run.stderr, /panicked|FATAL|Assertion/, run.stderr)
+    assertSurvived(run, 'survived')
   } finally {
     await server.close()
   }
@@ -222,10 +228,7 @@ test('a worker terminated while native calls throw in a loop does not abort the 
     })()
   `
   const run = runNode(script, { args: ['--unhandled-rejections=strict'], timeout: 60_000 })
-  assert.equal(run.signal, null, `the process died of ${run.signal}: ${run.stderr}`)
-  assert.equal(run.status, 0, run.stderr)
-  assert.equal(run.stdout.trim(), 'survived')
-  assert.doesNotMatch(run.stderr, /panicked|FATAL|Assertion/, run.stderr)
+  assertSurvived(run, 'survived')
 })
 
 test('the declarations match the runtime: every declared export, method and field exists, every public item has JSDoc', () => {
