@@ -2650,6 +2650,44 @@ async fn a_malformed_chunk_is_retried_before_any_event_and_truncates_after_one()
 }
 
 #[tokio::test]
+async fn a_plain_text_page_cut_off_by_a_broken_connection_is_named_in_the_error() {
+    // The same page as a body that ends cleanly (above), but the connection breaks after it (a
+    // malformed chunk): the connection error says what came before it, as the clean end does.
+    let page = "Service Unavailable: the upstream is down\n";
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n\
+         {:x}\r\n{page}\r\nzz\r\nnot a chunk\r\n",
+        page.len()
+    );
+    let (url, requests) = raw_server_closing(vec![response.into_bytes()]).await;
+    let mut once = raw_config(url);
+    once.retry.max_retries = 0;
+    let client = Client::new(once).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(matches!(error, ClientError::Connection { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(
+        text.ends_with(
+            ": the response (200, text/plain) held no event: \
+             \"Service Unavailable: the upstream is down\""
+        ),
+        "{text}"
+    );
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // A stream that broke off after a field line keeps the connection's own message.
+    let response = chunked_stream(&["event: message_start\n"], "zz\r\nnot a chunk\r\n");
+    let (url, _) = raw_server_closing(vec![response]).await;
+    let mut once = raw_config(url);
+    once.retry.max_retries = 0;
+    let client = Client::new(once).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let text = got.error.unwrap().to_string();
+    assert!(!text.contains("held no event"), "{text}");
+}
+
+#[tokio::test]
 async fn a_connection_closed_mid_event_delivers_no_half_event() {
     // The server closes after half of an event (a clean end of a close-delimited body): the
     // half event is not delivered, and the stream is truncated after the whole one.

@@ -330,12 +330,13 @@ impl Ledger {
         }
     }
 
-    /// What to add to the error of a body that ended early when the body was not labelled an
-    /// event stream and held no field line (`saw_field` is false): its status, content type and
-    /// the start of its text, e.g. `: the response (200, text/plain) held no event: "Service
-    /// Unavailable"`. A proxy's plain-text error page is otherwise reported only as a stream
-    /// that ended early. `None` for anything that may have been a stream, and for a body with
-    /// no text (nothing, or only whitespace, to show).
+    /// What to add to the error of a body that ended early (cleanly, or by a broken connection)
+    /// when the body was not labelled an event stream and held no field line (`saw_field` is
+    /// false): its status, content type and the start of its text, e.g. `: the response (200,
+    /// text/plain) held no event: "Service Unavailable"`. A proxy's plain-text error page is
+    /// otherwise reported only as a stream that ended early or a broken connection. `None` for
+    /// anything that may have been a stream, and for a body with no text (nothing, or only
+    /// whitespace, to show).
     fn no_event_note(&self, saw_field: bool) -> Option<String> {
         if saw_field {
             return None;
@@ -630,7 +631,16 @@ impl ResponseStream {
                                 self.phase = Phase::Finished;
                                 continue;
                             }
-                            let error = body_error(&error, self.ledger.metrics.request_id.clone());
+                            let mut error =
+                                body_error(&error, self.ledger.metrics.request_id.clone());
+                            // A page that was never a stream says what it was, broken off or
+                            // not (as at a clean end, below).
+                            if let (ClientError::Connection { message, .. }, Some(note)) = (
+                                &mut error,
+                                self.ledger.no_event_note(self.parser.saw_field()),
+                            ) {
+                                message.push_str(&note);
+                            }
                             if let Some(error) = self.fail(error, true) {
                                 return Poll::Ready(Some(Err(error)));
                             }
