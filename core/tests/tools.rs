@@ -11,7 +11,7 @@ use ferroloop::exec::{
     ToolUse,
 };
 use ferroloop::tools::{self, BuiltinTool, ToolFailure, Workspace};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn workspace() -> (tempfile::TempDir, Workspace) {
     let dir = tempfile::tempdir().unwrap();
@@ -25,6 +25,13 @@ fn tool(name: &str, workspace: &Workspace) -> BuiltinTool {
 
 /// Whether process `pid` has exited: gone from /proc, or a zombie not yet reaped by its new
 /// parent (a container's init may never reap it). Allows a few seconds for SIGKILL delivery.
+/// Calls the built-in tool `name` of `workspace` on `input`, uncancelled.
+async fn call(workspace: &Workspace, name: &str, input: Value) -> Result<String, ToolFailure> {
+    tool(name, workspace)
+        .call(input, CancellationToken::new())
+        .await
+}
+
 fn process_is_gone(pid: u32) -> bool {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -437,17 +444,11 @@ async fn edit_applies_lf_text_to_a_crlf_file_and_keeps_crlf() {
     let (dir, workspace) = workspace();
     let path = dir.path().join("win.rs");
     std::fs::write(&path, "fn a() {\r\n    1\r\n}\r\nfn b() {}\r\n").unwrap();
-    let read = tool("read", &workspace)
-        .call(json!({"file_path": "win.rs"}), CancellationToken::new())
+    let read = call(&workspace, "read", json!({"file_path": "win.rs"}))
         .await
         .unwrap();
     assert!(!read.contains('\r'), "{read:?}");
-    let out = tool("edit", &workspace)
-        .call(
-            json!({"file_path": "win.rs", "old_string": "fn a() {\n    1\n}\n", "new_string": "fn a() {\n    2\n    3\n}\n"}),
-            CancellationToken::new(),
-        )
-        .await
+    let out = call(&workspace, "edit", json!({"file_path": "win.rs", "old_string": "fn a() {\n    1\n}\n", "new_string": "fn a() {\n    2\n    3\n}\n"})).await
         .unwrap();
     assert_eq!(out, "Replaced 1 occurrence in 'win.rs'");
     assert_eq!(
@@ -455,13 +456,13 @@ async fn edit_applies_lf_text_to_a_crlf_file_and_keeps_crlf() {
         "fn a() {\r\n    2\r\n    3\r\n}\r\nfn b() {}\r\n"
     );
     // A single-line edit never needed the fallback, and an absent text still fails.
-    let failure = tool("edit", &workspace)
-        .call(
-            json!({"file_path": "win.rs", "old_string": "fn c\n", "new_string": "x"}),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap_err();
+    let failure = call(
+        &workspace,
+        "edit",
+        json!({"file_path": "win.rs", "old_string": "fn c\n", "new_string": "x"}),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(failure, ToolFailure::NoMatch(_)), "{failure:?}");
 }
 
@@ -472,8 +473,7 @@ async fn glob_accepts_a_leading_dot_slash() {
     std::fs::create_dir_all(dir.path().join("src")).unwrap();
     std::fs::write(dir.path().join("src/a.rs"), "fn main() {}\n").unwrap();
     for pattern in ["./src/*.rs", "././src/*.rs", "./**/*.rs"] {
-        let out = tool("glob", &workspace)
-            .call(json!({"pattern": pattern}), CancellationToken::new())
+        let out = call(&workspace, "glob", json!({"pattern": pattern}))
             .await
             .unwrap();
         assert_eq!(out, "src/a.rs\n", "{pattern}");
@@ -488,11 +488,7 @@ async fn grep_glob_filter_accepts_a_leading_dot_slash() {
     std::fs::write(dir.path().join("src/a.rs"), "fn main() {}\n").unwrap();
     std::fs::write(dir.path().join("b.rs"), "fn main() {}\n").unwrap();
     for glob in ["src/*.rs", "./src/*.rs"] {
-        let out = tool("grep", &workspace)
-            .call(
-                json!({"pattern": "main", "glob": glob}),
-                CancellationToken::new(),
-            )
+        let out = call(&workspace, "grep", json!({"pattern": "main", "glob": glob}))
             .await
             .unwrap();
         assert_eq!(out, "src/a.rs\n", "{glob}");
@@ -562,13 +558,13 @@ async fn grep_line_anchors_match_on_every_line() {
 async fn write_refuses_a_home_path_and_a_trailing_slash() {
     let (dir, workspace) = workspace();
     for path in ["~/notes.txt", "newdir/"] {
-        let failure = tool("write", &workspace)
-            .call(
-                json!({"file_path": path, "content": "x"}),
-                CancellationToken::new(),
-            )
-            .await
-            .unwrap_err();
+        let failure = call(
+            &workspace,
+            "write",
+            json!({"file_path": path, "content": "x"}),
+        )
+        .await
+        .unwrap_err();
         assert!(
             matches!(failure, ToolFailure::InvalidInput(_)),
             "{path}: {failure:?}"
@@ -587,8 +583,7 @@ async fn a_trailing_slash_on_a_file_is_refused_by_every_tool() {
     std::os::unix::fs::symlink("a.txt", dir.path().join("link")).unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     std::fs::write(dir.path().join("sub/b.txt"), "needle\n").unwrap();
-    tool("read", &workspace)
-        .call(json!({"file_path": "a.txt"}), CancellationToken::new())
+    call(&workspace, "read", json!({"file_path": "a.txt"}))
         .await
         .unwrap();
     for (path, file) in [
@@ -629,13 +624,13 @@ async fn a_trailing_slash_on_a_file_is_refused_by_every_tool() {
         "needle\n"
     );
     // A directory keeps its trailing slash.
-    let out = tool("grep", &workspace)
-        .call(
-            json!({"pattern": "needle", "path": "sub/"}),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let out = call(
+        &workspace,
+        "grep",
+        json!({"pattern": "needle", "path": "sub/"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(out, "sub/b.txt\n");
 }
 
@@ -653,16 +648,11 @@ async fn an_invalid_glob_is_quoted_as_written() {
         ),
     ] {
         let expected = format!("Invalid input: invalid glob pattern '{glob}': {problem}");
-        let failure = tool("glob", &workspace)
-            .call(json!({"pattern": glob}), CancellationToken::new())
+        let failure = call(&workspace, "glob", json!({"pattern": glob}))
             .await
             .unwrap_err();
         assert_eq!(failure.to_string(), expected, "glob");
-        let failure = tool("grep", &workspace)
-            .call(
-                json!({"pattern": "x", "glob": glob}),
-                CancellationToken::new(),
-            )
+        let failure = call(&workspace, "grep", json!({"pattern": "x", "glob": glob}))
             .await
             .unwrap_err();
         assert_eq!(failure.to_string(), expected, "grep");
@@ -704,12 +694,7 @@ async fn grep_says_when_a_nul_byte_cut_a_file_short() {
 #[tokio::test]
 async fn bash_runs_in_its_own_session_without_a_terminal() {
     let (_dir, workspace) = workspace();
-    let out = tool("bash", &workspace)
-        .call(
-            json!({"command": "echo $$ $(cut -d' ' -f6 /proc/$$/stat); (exec 3</dev/tty) 2>/dev/null && echo tty || echo no-tty"}),
-            CancellationToken::new(),
-        )
-        .await
+    let out = call(&workspace, "bash", json!({"command": "echo $$ $(cut -d' ' -f6 /proc/$$/stat); (exec 3</dev/tty) 2>/dev/null && echo tty || echo no-tty"})).await
         .unwrap();
     let mut lines = out.lines();
     let ids: Vec<&str> = lines.next().unwrap().split(' ').collect();
@@ -1169,11 +1154,7 @@ async fn a_file_replaced_by_another_of_the_same_size_and_time_counts_as_changed(
     let (dir, workspace) = workspace();
     let path = dir.path().join("config.toml");
     std::fs::write(&path, "debug = false\n").unwrap();
-    tool("read", &workspace)
-        .call(
-            json!({"file_path": "config.toml"}),
-            CancellationToken::new(),
-        )
+    call(&workspace, "read", json!({"file_path": "config.toml"}))
         .await
         .unwrap();
     let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
@@ -1186,13 +1167,13 @@ async fn a_file_replaced_by_another_of_the_same_size_and_time_counts_as_changed(
         .set_modified(modified)
         .unwrap();
     std::fs::rename(&replacement, &path).unwrap();
-    let failure = tool("write", &workspace)
-        .call(
-            json!({"file_path": "config.toml", "content": "debug = 0\n"}),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap_err();
+    let failure = call(
+        &workspace,
+        "write",
+        json!({"file_path": "config.toml", "content": "debug = 0\n"}),
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(failure, ToolFailure::ChangedSinceRead(_)),
         "{failure:?}"
@@ -1213,8 +1194,7 @@ async fn a_write_or_edit_that_completed_keeps_its_answer_when_cancelled_afterwar
         let (dir, workspace) = workspace();
         let path = dir.path().join("f.txt");
         std::fs::write(&path, "old\n").unwrap();
-        tool("read", &workspace)
-            .call(json!({"file_path": "f.txt"}), CancellationToken::new())
+        call(&workspace, "read", json!({"file_path": "f.txt"}))
             .await
             .unwrap();
         let input = if name == "write" {
@@ -1268,8 +1248,7 @@ async fn a_path_going_on_past_a_file_is_refused_by_every_tool() {
     std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
     std::os::unix::fs::symlink("a.txt/../x", root.join("through")).unwrap();
     for name in ["a.txt", "x"] {
-        tool("read", &workspace)
-            .call(json!({"file_path": name}), CancellationToken::new())
+        call(&workspace, "read", json!({"file_path": name}))
             .await
             .unwrap();
     }
@@ -1326,8 +1305,7 @@ async fn a_path_going_on_past_a_file_is_refused_by_every_tool() {
     );
     // `..` after a directory still climbs out of it.
     std::fs::create_dir(root.join("sub")).unwrap();
-    let out = tool("read", &workspace)
-        .call(json!({"file_path": "sub/../x"}), CancellationToken::new())
+    let out = call(&workspace, "read", json!({"file_path": "sub/../x"}))
         .await
         .unwrap();
     assert_eq!(out, "     1\tneedle\n");
@@ -1377,17 +1355,16 @@ async fn a_binary_file_read_and_refused_can_be_replaced_by_write() {
     // `edit` still refuses a binary file it has seen (and says the same: edit reaches this only
     // for a file read and unchanged since, which `write` may replace).
     std::fs::write(dir.path().join("b.bin"), b"a\0b").unwrap();
-    tool("read", &workspace)
-        .call(json!({"file_path": "b.bin"}), CancellationToken::new())
+    call(&workspace, "read", json!({"file_path": "b.bin"}))
         .await
         .unwrap_err();
-    let failure = tool("edit", &workspace)
-        .call(
-            json!({"file_path": "b.bin", "old_string": "a", "new_string": "c"}),
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap_err();
+    let failure = call(
+        &workspace,
+        "edit",
+        json!({"file_path": "b.bin", "old_string": "a", "new_string": "c"}),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(failure, ToolFailure::BinaryFile(_)), "{failure:?}");
     assert_eq!(
         failure.to_string(),
