@@ -29,10 +29,10 @@ pub(crate) fn non_negative_opt<T: TryFrom<i128>>(
     value.map(|v| non_negative(name, v)).transpose()
 }
 
-/// A count where "more than there is" means "all" (a `bool` is refused, see [`refuse_bool`]): `value` as a `u64`, `u64::MAX` for an `int`
-/// of any size past 64 bits, or a `ValueError` naming `name` when it is negative. Taken as an
-/// object rather than `i128`, so that an `int` past 128 bits saturates too instead of raising
-/// pyo3's `OverflowError`.
+/// A count where "more than there is" means "all": `value` as a `u64`, `u64::MAX` for an `int`
+/// of any size past 64 bits, or a `ValueError` naming `name` when it is negative (a `bool` is
+/// refused, see [`refuse_bool`]). Taken as an object rather than `i128`, so that an `int` past
+/// 128 bits saturates too instead of raising pyo3's `OverflowError`.
 pub(crate) fn saturating_count(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
     refuse_bool(name, "an int", value)?;
     let value = match value.extract::<i128>() {
