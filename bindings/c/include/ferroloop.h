@@ -357,9 +357,13 @@ typedef struct fl_executor fl_executor;
  * `fl_message_stream_error_json`, `fl_message_stream_request_id`, `fl_message_stream_metrics`,
  * `fl_message_stream_metrics_json`. Release it with `fl_message_stream_free`.
  *
- * Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time. The
- * other functions are called by one thread at a time (they wait for each other); the views
- * they hand out follow the rules of each function.
+ * Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time.
+ * `fl_message_stream_next_event` is called by one thread at a time: a call made while another
+ * thread is in it returns `FL_STATUS_INVALID_STATE` at once, as for `fl_turn_next_event` and
+ * `fl_agent_run_next_event`. The other functions may be called from any thread, also while a
+ * thread waits in `fl_message_stream_next_event` (they do not wait for it); the views they hand
+ * out follow the rules of each function. `fl_message_stream_free` must not overlap any other
+ * call on the stream.
  */
 typedef struct fl_message_stream fl_message_stream;
 
@@ -1240,6 +1244,11 @@ fl_status fl_client_create(const fl_client *client,
  * long as it takes (the client's own timeouts still end the stream). The response keeps
  * arriving on the client's thread between two calls. The view is NUL-terminated, owned by the
  * stream, and valid until the next call of this function or `fl_message_stream_free`.
+ *
+ * Thread-safety: one thread at a time per stream. A call made while another thread is in this
+ * function (waiting for an event, perhaps without limit) returns `FL_STATUS_INVALID_STATE` at
+ * once, whatever its timeout, as `fl_turn_next_event` and `fl_agent_run_next_event` do; the
+ * stream's other functions do not wait for that thread.
  *
  * # Safety
  * `stream` must be a live stream; `next`, `event_json` and `event_len` must be valid for

@@ -13,7 +13,7 @@
 use std::ffi::{CStr, c_char};
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
 use ferroloop_core::client::{
@@ -36,11 +36,20 @@ use crate::text::{self, Out};
 /// `fl_message_stream_error_json`, `fl_message_stream_request_id`, `fl_message_stream_metrics`,
 /// `fl_message_stream_metrics_json`. Release it with `fl_message_stream_free`.
 ///
-/// Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time. The
-/// other functions are called by one thread at a time (they wait for each other); the views
-/// they hand out follow the rules of each function.
+/// Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time.
+/// `fl_message_stream_next_event` is called by one thread at a time: a call made while another
+/// thread is in it returns `FL_STATUS_INVALID_STATE` at once, as for `fl_turn_next_event` and
+/// `fl_agent_run_next_event`. The other functions may be called from any thread, also while a
+/// thread waits in `fl_message_stream_next_event` (they do not wait for it); the views they hand
+/// out follow the rules of each function. `fl_message_stream_free` must not overlap any other
+/// call on the stream.
 pub struct fl_message_stream {
-    /// The host's side: the channel and the views handed out.
+    /// The channel from the request's task, held by the one `fl_message_stream_next_event` in
+    /// progress for as long as it waits. Apart from `state` so that the wait (unbounded with a
+    /// negative timeout) never blocks the other functions, and a second reader is refused
+    /// rather than left waiting, whatever its own timeout, for the first to return.
+    items: Mutex<Receiver<Pumped>>,
+    /// The host's side: the views handed out and the outcome. Held only briefly.
     state: Mutex<StreamState>,
     /// Cancels the request from any thread.
     cancel: CancellationToken,
@@ -54,7 +63,6 @@ pub struct fl_message_stream {
 
 /// The host's side of a stream.
 struct StreamState {
-    items: Receiver<Pumped>,
     /// The last event's JSON, NUL-terminated (the view of `fl_message_stream_next_event`).
     event: String,
     /// The request id of the response being read, NUL-terminated; empty when not known yet.
@@ -513,8 +521,8 @@ impl fl_message_stream {
         let (sender, receiver) = mpsc::channel();
         let task = client.spawn(reporting_panics(pump(sender.clone()), sender))?;
         Ok(Box::new(Self {
+            items: Mutex::new(receiver),
             state: Mutex::new(StreamState {
-                items: receiver,
                 event: String::new(),
                 request_id: String::new(),
                 outcome: None,
@@ -529,25 +537,40 @@ impl fl_message_stream {
     }
 
     /// Waits for the next item (at most `timeout_ms`; negative: no limit) and leaves an
-    /// event's JSON (without the NUL) in `state.event`.
-    fn next(state: &mut StreamState, timeout_ms: i64) -> fl_agent_next {
-        state.event.clear();
-        if state.outcome.is_some() {
-            state.ended = true;
-            return fl_agent_next::FL_AGENT_NEXT_END;
+    /// event's JSON (without the NUL) in the state, returned locked with what was found.
+    /// `FL_STATUS_INVALID_STATE` when another thread is already waiting: the host broke the
+    /// one-reader rule, and waiting behind that reader could outlast any timeout given.
+    fn next(&self, timeout_ms: i64) -> FfiResult<(fl_agent_next, MutexGuard<'_, StreamState>)> {
+        let items = match self.items.try_lock() {
+            Ok(items) => items,
+            // A panic while a reader held it leaves the receiver itself intact.
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                return Err(FfiError::state(
+                    "fl_message_stream_next_event: another call of it is in progress on this \
+                     stream (one thread at a time reads a stream)",
+                ));
+            }
+        };
+        {
+            let mut state = self.lock();
+            state.event.clear();
+            if state.outcome.is_some() {
+                state.ended = true;
+                return Ok((fl_agent_next::FL_AGENT_NEXT_END, state));
+            }
         }
         loop {
+            // Waits holding `items` only: the other functions keep answering meanwhile.
             let received = match u64::try_from(timeout_ms) {
-                Err(_) => state
-                    .items
-                    .recv()
-                    .map_err(|_| RecvTimeoutError::Disconnected),
-                Ok(0) => state.items.try_recv().map_err(|error| match error {
+                Err(_) => items.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Ok(0) => items.try_recv().map_err(|error| match error {
                     TryRecvError::Empty => RecvTimeoutError::Timeout,
                     TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
                 }),
-                Ok(ms) => state.items.recv_timeout(Duration::from_millis(ms)),
+                Ok(ms) => items.recv_timeout(Duration::from_millis(ms)),
             };
+            let mut state = self.lock();
             match received {
                 Ok(Pumped::RequestId(mut id)) => {
                     id.push('\0');
@@ -555,7 +578,7 @@ impl fl_message_stream {
                 }
                 Ok(Pumped::Event(json)) => {
                     state.event = json;
-                    return fl_agent_next::FL_AGENT_NEXT_EVENT;
+                    return Ok((fl_agent_next::FL_AGENT_NEXT_EVENT, state));
                 }
                 Ok(Pumped::End(outcome)) => {
                     let outcome = *outcome;
@@ -570,9 +593,11 @@ impl fl_message_stream {
                     }
                     state.outcome = Some(outcome);
                     state.ended = true;
-                    return fl_agent_next::FL_AGENT_NEXT_END;
+                    return Ok((fl_agent_next::FL_AGENT_NEXT_END, state));
                 }
-                Err(RecvTimeoutError::Timeout) => return fl_agent_next::FL_AGENT_NEXT_NONE,
+                Err(RecvTimeoutError::Timeout) => {
+                    return Ok((fl_agent_next::FL_AGENT_NEXT_NONE, state));
+                }
                 // The task always sends its end before it returns, a panic's too (see
                 // `reporting_panics`): only a task dropped unfinished gets here.
                 Err(RecvTimeoutError::Disconnected) => {
@@ -581,7 +606,7 @@ impl fl_message_stream {
                         &RequestMetrics::default(),
                     ));
                     state.ended = true;
-                    return fl_agent_next::FL_AGENT_NEXT_END;
+                    return Ok((fl_agent_next::FL_AGENT_NEXT_END, state));
                 }
             }
         }
@@ -684,12 +709,8 @@ pub unsafe extern "C" fn fl_client_create(
             out,
             |client, json, cancel| {
                 let stream = start(client, json, cancel, Mode::Create)?;
-                {
-                    let mut state = stream.lock();
-                    while fl_message_stream::next(&mut state, -1)
-                        != fl_agent_next::FL_AGENT_NEXT_END
-                    {}
-                }
+                // Nobody else has the stream yet: no reader can be refused here.
+                while stream.next(-1)?.0 != fl_agent_next::FL_AGENT_NEXT_END {}
                 Ok(stream)
             },
         )
@@ -717,6 +738,11 @@ pub unsafe extern "C" fn fl_client_create(
 /// arriving on the client's thread between two calls. The view is NUL-terminated, owned by the
 /// stream, and valid until the next call of this function or `fl_message_stream_free`.
 ///
+/// Thread-safety: one thread at a time per stream. A call made while another thread is in this
+/// function (waiting for an event, perhaps without limit) returns `FL_STATUS_INVALID_STATE` at
+/// once, whatever its timeout, as `fl_turn_next_event` and `fl_agent_run_next_event` do; the
+/// stream's other functions do not wait for that thread.
+///
 /// # Safety
 /// `stream` must be a live stream; `next`, `event_json` and `event_len` must be valid for
 /// writes.
@@ -734,11 +760,11 @@ pub unsafe extern "C" fn fl_message_stream_next_event(
         let next = Out::new(next, "next")?;
         let event_json = Out::new(event_json, "event_json")?;
         let event_len = Out::new(event_len, "event_len")?;
-        let mut state = stream.lock();
-        let found = fl_message_stream::next(&mut state, timeout_ms);
+        let (found, mut state) = stream.next(timeout_ms)?;
         state.event.push('\0');
         // SAFETY: all three not NULL (checked) and writable (the caller's promise). The view
-        // points into the state, untouched until the next call of this function or the free.
+        // points into the state, untouched until the next call of this function (the only
+        // writer of `event`) or the free.
         unsafe {
             next.write(found);
             text::write_terminated(event_json, event_len, &state.event);

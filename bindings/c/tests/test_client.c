@@ -690,6 +690,91 @@ static void cancellation(server *s) {
     buffer_free(&events);
 }
 
+/* A reader of `stream` until its end, on a worker: it retries a refusal (the main thread's
+ * probe was in its call) and keeps the status and kind of its last call. */
+typedef struct {
+    fl_message_stream *stream;
+    fl_status status;
+    fl_agent_next next;
+} reader;
+
+static void *read_to_end(void *arg) {
+    reader *r = arg;
+    const char *json = NULL;
+    size_t len = 0;
+    do {
+        r->status = fl_message_stream_next_event(r->stream, -1, &r->next, &json, &len);
+    } while (r->status == FL_STATUS_INVALID_STATE ||
+             (r->status == FL_STATUS_OK && r->next == FL_AGENT_NEXT_EVENT));
+    return NULL;
+}
+
+/* Hang guard of concurrent_readers: cancels the stream after HANG_GUARD_MS unless told to stop
+ * first (the scenario is over). */
+typedef struct {
+    fl_message_stream *stream;
+    pthread_mutex_t lock;
+    pthread_cond_t done_signal;
+    int done;
+    int fired;
+} hang_guard;
+
+static void *cancel_on_hang(void *arg) {
+    hang_guard *guard = arg;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += HANG_GUARD_MS / 1000;
+    pthread_mutex_lock(&guard->lock);
+    while (!guard->done) {
+        if (pthread_cond_timedwait(&guard->done_signal, &guard->lock, &deadline) != 0) break;
+    }
+    guard->fired = !guard->done;
+    pthread_mutex_unlock(&guard->lock);
+    if (guard->fired) fl_message_stream_cancel(guard->stream);
+    return NULL;
+}
+
+/* Two threads reading one stream (a response that never comes): while the first waits with no
+ * limit, a second fl_message_stream_next_event returns FL_STATUS_INVALID_STATE at once, as a
+ * second driver of a turn or run does, and the other functions answer without waiting for the
+ * reader. They used to wait for the first call to return, whatever their own timeout: here,
+ * until the hang guard cancelled the stream. */
+static void concurrent_readers(server *s) {
+    fl_client *client = client_for(s);
+    fl_message_stream *stream = start(client);
+    reader first = {stream, FL_STATUS_OK, FL_AGENT_NEXT_NONE};
+    hang_guard guard = {stream, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    start_worker(cancel_on_hang, &guard);
+    start_worker(read_to_end, &first);
+    fl_status status = FL_STATUS_OK;
+    fl_agent_next next = FL_AGENT_NEXT_NONE;
+    const char *json = NULL;
+    size_t len = 0;
+    /* NONE while the worker is not in its call yet; then refused, at once. */
+    do {
+        status = fl_message_stream_next_event(stream, 10, &next, &json, &len);
+    } while (status == FL_STATUS_OK && next == FL_AGENT_NEXT_NONE);
+    CHECK_STATUS(status, FL_STATUS_INVALID_STATE);
+    CHECK(strstr(last_error(), "in progress") != NULL);
+    const char *id = NULL;
+    size_t id_len = 1;
+    CHECK_OK(fl_message_stream_request_id(stream, &id, &id_len));
+    CHECK(id != NULL && id_len == 0);
+    CHECK_STATUS(message_of(stream, &json, &len), FL_STATUS_INVALID_STATE); /* not ended yet */
+    pthread_mutex_lock(&guard.lock);
+    CHECK(!guard.fired);
+    guard.done = 1;
+    pthread_cond_signal(&guard.done_signal);
+    pthread_mutex_unlock(&guard.lock);
+    CHECK_OK(fl_message_stream_cancel(stream));
+    join_workers();
+    CHECK(first.status == FL_STATUS_OK && first.next == FL_AGENT_NEXT_END);
+    CHECK_STATUS(message_of(stream, &json, &len), FL_STATUS_CANCELLED);
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    free(stop_server(s));
+}
+
 /* A non-streaming create: the response body, its request id, one attempt. */
 static void create(server *s) {
     fl_client *client = client_for(s);
@@ -999,6 +1084,8 @@ int main(int argc, char **argv) {
     server create_server = start_server(create_replies, 1);
     server fork_server = start_server(fork_replies, 2);
     server getters_server = start_server(chat_replies, 1);
+    const reply concurrent_replies[] = {{NULL, NULL, NULL, 0}};
+    server concurrent_server = start_server(concurrent_replies, 1);
 
     recorded_stream(&recorded_server, fixture, fixture_len);
     recorded_chat_stream(&chat_server, chat_name, chat, chat_len);
@@ -1014,6 +1101,7 @@ int main(int argc, char **argv) {
     misuse();
     forked_child(&fork_server);
     getters(&getters_server);
+    concurrent_readers(&concurrent_server);
     free(fixture);
     free(chat);
     return check_summary("test_client");
