@@ -13,6 +13,10 @@
  * - a panic inside the library is caught and returned as FL_STATUS_PANIC; it never unwinds
  *   into C.
  * - each function documents who owns what it returns and which threads may call it.
+ * - the process may end (exit(), a return from main, also from a tool callback or another
+ *   thread) with handles alive and work in flight: nothing waits for a tool call, a stream or
+ *   a run, and handles need not be freed first. Processes a built-in `bash` call started are
+ *   then left running (see fl_agent_new).
  */
 
 #ifndef FERROLOOP_H
@@ -393,7 +397,9 @@ typedef struct fl_text_estimator fl_text_estimator;
  * A pending tool call (opaque), handed to the tool callback. The tool finishes it with
  * `fl_tool_complete` (or `fl_tool_complete_json`) exactly once, from any thread, which also
  * releases it. Until then, `fl_tool_call_cancelled` may be polled and `fl_tool_call_progress`
- * called from any thread.
+ * called from any thread. A call never completed is never released (its turn, run or executor
+ * may be freed meanwhile, but not the call's own few kilobytes): completing it is the only
+ * release.
  */
 typedef struct fl_tool_call fl_tool_call;
 
@@ -874,6 +880,9 @@ extern "C" {
  * - `builtin_tools`: ferroloop's own tools to offer as well, by name (`read`, `write`, `edit`,
  *   `glob`, `grep`, `bash`), confined to `workspace` (a directory; default: the current
  *   directory). They run on the run's thread like the C tools (`bash` starts processes).
+ *   A `bash` call's processes (its process group) are killed when the call times out or is
+ *   cancelled and when its run is cancelled or freed; a host that ends (`exit()`, a return
+ *   from `main`) while one runs leaves them running, orphaned: cancel or free the run first.
  *
  * An unknown key, a value of the wrong type (the message names the key), a missing `model`,
  * an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or,

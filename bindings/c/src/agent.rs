@@ -204,6 +204,9 @@ fn tools_of(executor: Option<&fl_executor>, builtins: Builtins) -> FfiResult<Too
 /// - `builtin_tools`: ferroloop's own tools to offer as well, by name (`read`, `write`, `edit`,
 ///   `glob`, `grep`, `bash`), confined to `workspace` (a directory; default: the current
 ///   directory). They run on the run's thread like the C tools (`bash` starts processes).
+///   A `bash` call's processes (its process group) are killed when the call times out or is
+///   cancelled and when its run is cancelled or freed; a host that ends (`exit()`, a return
+///   from `main`) while one runs leaves them running, orphaned: cancel or free the run first.
 ///
 /// An unknown key, a value of the wrong type (the message names the key), a missing `model`,
 /// an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or,

@@ -29,7 +29,9 @@ use crate::text::{self, Out};
 /// A pending tool call (opaque), handed to the tool callback. The tool finishes it with
 /// `fl_tool_complete` (or `fl_tool_complete_json`) exactly once, from any thread, which also
 /// releases it. Until then, `fl_tool_call_cancelled` may be polled and `fl_tool_call_progress`
-/// called from any thread.
+/// called from any thread. A call never completed is never released (its turn, run or executor
+/// may be freed meanwhile, but not the call's own few kilobytes): completing it is the only
+/// release.
 pub struct fl_tool_call {
     sender: AnswerSender<ToolReply>,
     progress: ProgressSender,
