@@ -927,7 +927,9 @@ fl_status fl_agent_tool_definitions(const fl_agent *agent,
  *
  * # Safety
  * `agent` must be NULL or an agent from `fl_agent_new`, not freed yet; it must not be used
- * afterwards.
+ * afterwards, and no other call on it (`fl_agent_run_start`, `fl_agent_run_start_prompt`,
+ * `fl_agent_tool_definitions`) may be in progress on another thread. A run already
+ * started is not such a call: it may be driven on while the agent is freed.
  */
 void fl_agent_free(fl_agent *agent);
 
@@ -1168,7 +1170,9 @@ fl_status fl_client_base_url(const fl_client *client, const char **url, size_t *
  *
  * # Safety
  * `client` must be NULL or a client from `fl_client_new`, not freed yet; it must not be used
- * afterwards.
+ * afterwards, and no other call on it (`fl_client_create`, `fl_client_stream_start`,
+ * `fl_agent_new`) may be in progress on another thread. A stream or agent already made is
+ * not such a call: it may be read on while the client is freed.
  */
 void fl_client_free(fl_client *client);
 

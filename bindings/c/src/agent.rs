@@ -299,7 +299,9 @@ pub unsafe extern "C" fn fl_agent_tool_definitions(
 ///
 /// # Safety
 /// `agent` must be NULL or an agent from `fl_agent_new`, not freed yet; it must not be used
-/// afterwards.
+/// afterwards, and no other call on it (`fl_agent_run_start`, `fl_agent_run_start_prompt`,
+/// `fl_agent_tool_definitions`) may be in progress on another thread. A run already
+/// started is not such a call: it may be driven on while the agent is freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_agent_free(agent: *mut fl_agent) {
     boundary::run_void(|| {

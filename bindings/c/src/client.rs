@@ -378,7 +378,9 @@ unsafe fn write_view(
 ///
 /// # Safety
 /// `client` must be NULL or a client from `fl_client_new`, not freed yet; it must not be used
-/// afterwards.
+/// afterwards, and no other call on it (`fl_client_create`, `fl_client_stream_start`,
+/// `fl_agent_new`) may be in progress on another thread. A stream or agent already made is
+/// not such a call: it may be read on while the client is freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_client_free(client: *mut fl_client) {
     boundary::run_void(|| {
