@@ -11,6 +11,15 @@
 // C streams are open at once and each gets one chunk per turn of the event loop, as a server's
 // requests do: an object then outlives several scavenges and reaches V8's old generation, which
 // only a full GC (triggered by heap growth V8 can see) frees.
+//   node churn.mjs client|agent [STREAM_BYTES] [OBJECTS] [CONCURRENT] [full|half|none]
+// client streams (Client.stream) and agent runs (Agent.run, one turn) against the replay server
+// (node/test/replay.js: `ferroloop serve-replay`, FERROLOOP_BIN or CARGO_TARGET_DIR's debug
+// build; a release build keeps the server out of the way), which serves the same stream for
+// every request. CONCURRENT workers each open one stream at a time and: full, read it to its
+// end; half, read half its events and drop it (no break: the iterator is left as is); none,
+// never read it, dropped after a 1 ms timer (the stream goes on in the background).
+//   node churn.mjs tracker [STREAM_BYTES] [OBJECTS]
+// A ContextTracker per "conversation", given the stream's text as 16 user messages, then dropped.
 // Build the addon first (cd node && npm run build:release).
 
 import { createRequire } from 'node:module'
@@ -23,8 +32,9 @@ const ferroloop = require(lib)
 // The addon itself (lib/../index.js), for the bytes reported to V8 when it has the counter.
 const native = require(new URL('../index.js', new URL(lib, import.meta.url)).pathname)
 
-const [kind = 'sse', bytesArg = '65536', objectsArg = '8192', concurrentArg = '1'] = process.argv.slice(2)
-const chunks = chunked(anthropicStream(7, Number(bytesArg)), 1460)
+const [kind = 'sse', bytesArg = '65536', objectsArg = '8192', concurrentArg = '1', how = 'full'] = process.argv.slice(2)
+const streamBytes = anthropicStream(7, Number(bytesArg))
+const chunks = chunked(streamBytes, 1460)
 const objects = Number(objectsArg)
 const concurrent = Number(concurrentArg)
 
@@ -33,7 +43,7 @@ function open() {
   if (kind === 'decoder' || kind === 'message') {
     return new ferroloop.StreamDecoder({ provider: 'anthropic', events: kind === 'decoder' })
   }
-  throw new Error(`unknown kind ${kind}: sse, decoder or message`)
+  throw new Error(`unknown kind ${kind}: sse, decoder, message, client, agent or tracker`)
 }
 
 const mb = (n) => (n / 1048576).toFixed(1)
@@ -51,9 +61,58 @@ function sample() {
   }
 }
 
-console.log(`${kind}, ${bytesArg}-byte stream in ${chunks.length} chunks, ${objects} objects, ${concurrent} at a time`)
+const remote = kind === 'client' || kind === 'agent'
+console.log(`${kind}${remote ? ` (${how})` : ''}, ${bytesArg}-byte stream in ${chunks.length} chunks, ${objects} objects, ${concurrent} at a time`)
 console.log('objects  rss MB  peak rss MB  heapUsed MB  external MB  reported MB')
-if (concurrent === 1) {
+if (remote) {
+  const { serveScript } = require('../../node/test/replay.js')
+  const server = await serveScript({
+    responses: [{ headers: { 'content-type': 'text/event-stream' }, body: { text: streamBytes.toString('utf8') } }],
+    when_exhausted: 'repeat_last',
+  })
+  const client = new ferroloop.Client({ apiKey: 'churn', baseUrl: server.url, fromEnv: false, maxRetries: 0 })
+  const agent = new ferroloop.Agent(client, { model: 'm' })
+  const request = { model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'Hi' }] }
+  const events = streamBytes.toString('utf8').split('\n\n').length - 1
+  const start = () => (kind === 'client' ? client.stream(request) : agent.run('Hi'))
+  // One stream, then dropped (a plain function: the caller's frame keeps nothing of it).
+  async function one() {
+    const stream = start()
+    if (how === 'full') {
+      for await (const _ of stream);
+    } else if (how === 'half') {
+      const events = stream[Symbol.asyncIterator]()
+      for (let i = 0; i < halfEvents; i++) await events.next()
+    } else if (how === 'none') {
+      await new Promise((resolve) => setTimeout(resolve, 1))
+    } else {
+      throw new Error(`unknown mode ${how}: full, half or none`)
+    }
+  }
+  const halfEvents = Math.floor(events / 2)
+  let started = 0
+  async function worker() {
+    while (started < objects) {
+      started++
+      await one()
+      done++
+      sample()
+    }
+  }
+  await Promise.all(Array.from({ length: concurrent }, worker))
+  await server.close()
+} else if (kind === 'tracker') {
+  const text = streamBytes.toString('utf8')
+  const part = Math.ceil(text.length / 16)
+  const messages = Array.from({ length: 16 }, (_, i) => JSON.stringify({ role: 'user', content: text.slice(i * part, (i + 1) * part) }))
+  while (done < objects) {
+    const tracker = new ferroloop.ContextTracker()
+    for (const message of messages) tracker.pushMessage(JSON.parse(message))
+    done++
+    await new Promise(setImmediate)
+    sample()
+  }
+} else if (concurrent === 1) {
   while (done < objects) {
     const stream = open()
     for (const chunk of chunks) stream.feed(chunk)
