@@ -154,8 +154,15 @@ export declare class EventStream {
   /**
    * Every item ready now as a JSON array; `undefined` when none is ready yet (the waker will
    * be called once one is); `null` once the stream has ended (the waker is released).
+   *
+   * Reports to V8 what the stream still holds natively; once it has ended, nothing.
    */
   takeJson(): string | null | undefined
+  /**
+   * Reports to V8 what the stream holds natively now. The waker calls it when it finds
+   * nobody waiting: the runtime wants a report of a stream nobody reads.
+   */
+  reportMemory(): void
   /**
    * Cancels the producer (the HTTP request, the agent run): the stream ends with an
    * `aborted` error item.

@@ -76,6 +76,18 @@ class ItemSource {
 
   #wake() {
     const resolve = this.#waiter
+    if (resolve === null) {
+      // Nobody waits: the native side asks for a report of the memory it holds (a stream
+      // nobody reads, which V8 would otherwise take for a few words). A waiting reader's
+      // takeJson reports it.
+      // Also once the last item was read: the producer may end after that read, and its state
+      // go only then. From a waker, an error would be uncaught: a report missed is retried by
+      // the next.
+      try {
+        this.#native.reportMemory()
+      } catch {}
+      return
+    }
     this.#waiter = null
     if (this.#keepAlive !== null) {
       clearInterval(this.#keepAlive)

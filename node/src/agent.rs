@@ -326,10 +326,13 @@ impl NativeAgent {
             // Only a run whose calls carry it learns of JavaScript's replies (`host_acted`).
             let host_wait = run_id.map(|_| HostWait::new());
             let watched = host_wait.clone();
+            // The run keeps its history (parsed, at least as large as its JSON) until it ends.
+            let history_bytes = messages_json.len();
             let stream = pump::start(
                 OnAbort::TellProducer,
                 aborted.unwrap_or(false),
                 move |sink, cancel| async move {
+                    sink.hold(history_bytes);
                     let mut options = RunOptions::default();
                     if let (Some(id), Some(wait)) = (run_id, &watched) {
                         options.host_data = Some(Arc::new(JsRunId {

@@ -58,7 +58,7 @@ pub struct NativeStreamDecoder {
 /// without its framing, 15-28% of the bytes of the recorded and generated streams, in strings
 /// with up to as much spare capacity, besides the parser's buffers: a live decoder measured about
 /// 33 KB of RSS after a 64 KiB Anthropic stream and 350 KB after 1 MiB, a third of each.
-const KEPT_SHARE: usize = 3;
+pub(crate) const KEPT_SHARE: usize = 3;
 
 impl napi::bindgen_prelude::ObjectFinalize for NativeStreamDecoder {
     /// Takes back the memory reported to V8 (the decoder is being freed).

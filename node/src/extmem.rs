@@ -7,8 +7,13 @@
 //! triggers: dropped decoders piled up to hundreds of MB of RSS (`benches/node/churn.mjs`). Each
 //! such object owns an `ExternalMemory` that tells V8 its size, in steps, and takes it back when
 //! the object is finalized.
+//!
+//! A client stream or an agent run holds its memory on the async runtime (the decoder, the run's
+//! history, the items not yet taken), where no `Env` is: the runtime counts it in a
+//! `SharedSize`, and the JavaScript thread reports the count when it takes items or when the
+//! runtime asks it to (through the stream's waker).
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
 use napi::Env;
 use napi_derive::napi;
@@ -47,9 +52,30 @@ impl ExternalMemory {
         }
     }
 
-    /// Takes back everything this object reported (its owner is being finalized).
+    /// Takes back everything this object reported (its owner is being finalized, or its native
+    /// memory was freed). Twice is the same as once: the report is set to zero, not lowered.
     pub(crate) fn release(&mut self, env: &Env) {
         self.adjust(env, 0);
+    }
+
+    /// Reports what `shared` counts now (as [`update`](Self::update); a count of zero exactly),
+    /// and lets the other threads ask for a report again.
+    pub(crate) fn update_shared(&mut self, env: &Env, shared: &SharedSize) {
+        // Cleared before the count is read: growth after the read asks again.
+        shared.asked.store(false, Ordering::Release);
+        match shared.bytes.load(Ordering::Acquire) {
+            // Nothing held (a stream read to its end): nothing stays reported, however little.
+            0 => self.release(env),
+            bytes => self.update(env, bytes),
+        }
+        shared.reported.store(self.reported, Ordering::Release);
+    }
+
+    /// Takes back everything (as [`release`](Self::release)) for an object whose `shared` count
+    /// has no more reason to be reported.
+    pub(crate) fn release_shared(&mut self, env: &Env, shared: &SharedSize) {
+        self.release(env);
+        shared.reported.store(self.reported, Ordering::Release);
     }
 
     fn adjust(&mut self, env: &Env, bytes: usize) {
@@ -65,6 +91,52 @@ impl ExternalMemory {
             self.reported = bytes;
             REPORTED.fetch_add(change, Ordering::Relaxed);
         }
+    }
+}
+
+/// The native memory an object holds on other threads, counted where it is allocated and freed;
+/// its owner's [`ExternalMemory`] reports it from the JavaScript thread.
+#[derive(Debug, Default)]
+pub(crate) struct SharedSize {
+    /// What the object holds now.
+    bytes: AtomicUsize,
+    /// What its `ExternalMemory` last reported (a copy the other threads can read).
+    reported: AtomicUsize,
+    /// A report was asked of the JavaScript thread and not made yet.
+    asked: AtomicBool,
+}
+
+impl SharedSize {
+    /// Counts `bytes` more.
+    pub(crate) fn add(&self, bytes: usize) {
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// Counts `bytes` less (never below zero: the count is an estimate, not a ledger to break).
+    pub(crate) fn sub(&self, bytes: usize) {
+        let _ = self
+            .bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                Some(now.saturating_sub(bytes))
+            });
+    }
+
+    /// Whether the JavaScript thread should be asked for a report now: the count moved
+    /// [`STEP`] from the last one (or fell to zero) and no report is asked already (one request at a time, so a
+    /// stream nobody reads costs one call per step, not one per item). The caller asks, or
+    /// calls [`not_asked`](Self::not_asked) if it could not.
+    pub(crate) fn ask(&self) -> bool {
+        let bytes = self.bytes.load(Ordering::Acquire);
+        let reported = self.reported.load(Ordering::Acquire);
+        // Down to nothing is worth a call whatever the step: the object is done with it.
+        let moved = bytes.abs_diff(reported) >= STEP || (bytes == 0 && reported != 0);
+        moved && !self.asked.swap(true, Ordering::AcqRel)
+    }
+
+    /// The report [`ask`](Self::ask) wanted could not be asked for (no waker yet, or the call
+    /// failed): a later change asks again.
+    pub(crate) fn not_asked(&self) {
+        self.asked.store(false, Ordering::Release);
     }
 }
 

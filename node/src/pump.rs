@@ -10,8 +10,16 @@
 //!
 //! `abort()` cancels the producer at once; the stream then ends with an `aborted` error item.
 //! Dropping the handle (garbage collection) cancels the producer too.
+//!
+//! What a stream holds natively (the items not taken yet, the producer's decoder or run) is
+//! reported to V8 (`crate::extmem`): the handle stays a few words while a long reply arrives,
+//! and a server's streams left unread or half read otherwise waited in V8's old generation for
+//! a full GC nothing asked for (`churn.mjs client 65536 8192 64 none`: 586 MB of RSS). The
+//! runtime counts it; JavaScript reports the count when it takes items, and when the waker is
+//! called with nobody waiting, which the producer does once the count moved a step.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError};
 
 use ferroloop::exec::CancellationToken;
@@ -25,8 +33,10 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, JsValue, Status, sys};
 
 use crate::batch::js_string;
+use crate::decode::KEPT_SHARE;
 use crate::error::{ErrorCode, FerroloopError};
 use crate::exec::WakeFn;
+use crate::extmem::{ExternalMemory, SharedSize};
 use crate::guard;
 
 /// How many produced items may wait for JavaScript before the producer waits (backpressure).
@@ -51,19 +61,23 @@ impl Doorbell {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Calls the waker if JavaScript waits. Called after each send, under the same lock as the
-    /// check in `takeJson`: either that check saw the item, or it set `waiting` before this.
-    fn ring(&self) {
+    /// Calls the waker if JavaScript waits, or if `report` (a report of the memory held is
+    /// wanted: the waker, finding nobody waiting, asks for it). Called after each send, under the
+    /// same lock as the check in `takeJson`: either that check saw the item, or it set `waiting`
+    /// before this. True when the waker was called.
+    fn ring(&self, report: bool) -> bool {
         let mut state = self.lock();
-        if !std::mem::take(&mut state.waiting) {
-            return;
+        if !std::mem::take(&mut state.waiting) && !report {
+            return false;
         }
-        if let Some(wake) = state.wake.as_ref() {
-            let status = wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
-            if status != Status::Ok {
-                tracing::debug!(?status, "could not wake a JavaScript event stream reader");
-            }
+        let Some(wake) = state.wake.as_ref() else {
+            return false;
+        };
+        let status = wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        if status != Status::Ok {
+            tracing::debug!(?status, "could not wake a JavaScript event stream reader");
         }
+        status == Status::Ok
     }
 
     fn release(&self) {
@@ -72,19 +86,80 @@ impl Doorbell {
     }
 }
 
+/// What an item waiting in the channel is counted for, per byte of its JSON: its allocation
+/// (serde_json starts at 128 bytes and doubles), its slot in the channel's blocks, and the
+/// allocator pages it keeps, freed on another thread. Measured: 200 unread 64 KiB client
+/// streams (their items waiting, their producers done) grew RSS by 155 KB each, for 44 KB of
+/// items' JSON.
+const ITEM_COST: usize = 3;
+
+/// What a producer is counted for while it runs, besides its share of the items it sent: its
+/// request (an HTTP connection's buffers, which read ahead of the decoder, the decoder's own
+/// buffers). Measured: 50 unread 1 MiB client streams, each producer stopped by the full
+/// channel, grew RSS by 1.5 MB each, for 90 KB counted from their items. Less than that, as a
+/// short reply's request holds less: V8's next full GC (64 MB reported since the last) comes
+/// after about 250 requests in flight, not thousands (1,485 sockets open at the end of
+/// `churn.mjs client 65536 8192 64 none` before, 375 after).
+const PRODUCER_COST: usize = 256 * 1024;
+
+/// What a stream holds natively, counted on the runtime for V8 (see `crate::extmem`).
+#[derive(Debug, Default)]
+struct Held {
+    /// The items not taken yet and the producer's share.
+    size: SharedSize,
+    /// The producer's share (its request, its decoder's message, an agent run's history):
+    /// [`PRODUCER_COST`], a share of the item bytes it sent (as a `StreamDecoder`'s of the bytes
+    /// fed) and what it [holds](ItemSink::hold); freed when the producer ends.
+    producer: AtomicUsize,
+}
+
+impl Held {
+    /// Rings `doorbell` (see [`Doorbell::ring`]), asking for a report if the count moved a step.
+    fn ring(&self, doorbell: &Doorbell) {
+        let report = self.size.ask();
+        if !doorbell.ring(report) && report {
+            self.size.not_asked();
+        }
+    }
+
+    fn hold(&self, bytes: usize) {
+        self.producer.fetch_add(bytes, Ordering::AcqRel);
+        self.size.add(bytes);
+    }
+
+    /// The producer has ended (dropped with its state).
+    fn producer_ended(&self) {
+        self.size.sub(self.producer.swap(0, Ordering::AcqRel));
+    }
+}
+
 /// The producer's side: sends JSON items; a closed channel means JavaScript is gone.
 #[derive(Clone)]
 pub struct ItemSink {
     sender: mpsc::Sender<String>,
     doorbell: Arc<Doorbell>,
+    held: Arc<Held>,
 }
 
 impl ItemSink {
     /// Sends one JSON item; false when nobody listens any more.
     pub async fn send(&self, item: String) -> bool {
+        let bytes = item.len();
+        self.held.hold(bytes / KEPT_SHARE);
+        self.held.size.add(bytes * ITEM_COST);
         let sent = self.sender.send(item).await.is_ok();
-        self.doorbell.ring();
+        if !sent {
+            // Dropped with the send.
+            self.held.size.sub(bytes * ITEM_COST);
+        }
+        self.held.ring(&self.doorbell);
         sent
+    }
+
+    /// Counts `bytes` the producer holds until it ends (an agent run's history), besides what
+    /// its items are estimated to cost it.
+    pub fn hold(&self, bytes: usize) {
+        self.held.hold(bytes);
     }
 
     /// Sends a serializable item.
@@ -108,7 +183,7 @@ impl ItemSink {
     /// Wakes JavaScript if it waits, without an item: what
     /// [`waitsOnlyOnHost`](NativeEventStream::waits_only_on_host) says has changed.
     pub fn ring(&self) {
-        self.doorbell.ring();
+        self.held.ring(&self.doorbell);
     }
 }
 
@@ -165,9 +240,12 @@ where
         cancel.cancel();
     }
     let doorbell = Arc::new(Doorbell::default());
+    let held = Arc::new(Held::default());
+    held.hold(PRODUCER_COST);
     let sink = ItemSink {
         sender,
         doorbell: doorbell.clone(),
+        held: held.clone(),
     };
     let producer = produce(sink.clone(), cancel.clone());
     let stopped = cancel.clone();
@@ -190,14 +268,20 @@ where
                 .send_error(&guard::panic_error(payload.as_ref()))
                 .await;
         }
-        // The last sender goes: the stream has ended, which a waiting reader must learn.
+        // The last sender goes: the stream has ended, which a waiting reader must learn. The
+        // producer went with its state (the future is dropped): a reader need not wait for the
+        // end item to learn that.
         let doorbell = on_panic.doorbell.clone();
+        let held = on_panic.held.clone();
         drop(on_panic);
-        doorbell.ring();
+        held.producer_ended();
+        held.ring(&doorbell);
     });
     Ok(NativeEventStream {
         receiver: std::sync::Mutex::new(receiver),
         doorbell,
+        held,
+        memory: std::sync::Mutex::new(ExternalMemory::default()),
         cancel,
         task,
         idle_check: None,
@@ -205,17 +289,37 @@ where
 }
 
 /// A stream of JSON items produced on the async runtime.
-#[napi(js_name = "EventStream")]
+#[napi(js_name = "EventStream", custom_finalize)]
 pub struct NativeEventStream {
     receiver: std::sync::Mutex<mpsc::Receiver<String>>,
     doorbell: Arc<Doorbell>,
+    /// What the stream holds natively, counted on the runtime.
+    held: Arc<Held>,
+    /// What was reported of it to V8 (from the JavaScript thread only).
+    memory: std::sync::Mutex<ExternalMemory>,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     /// Says whether the producer waits on JavaScript alone; none: it never does.
     idle_check: Option<IdleCheck>,
 }
 
+impl napi::bindgen_prelude::ObjectFinalize for NativeEventStream {
+    /// Takes back the memory reported to V8 (the stream is being freed).
+    fn finalize(self, env: Env) -> napi::Result<()> {
+        // Never an error: napi-rs would throw it from a finalizer, into no caller. Not through
+        // `guard::sync`: its test tripwire would skip the release and unbalance the accounts.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.memory().release(&env);
+        }));
+        Ok(())
+    }
+}
+
 impl NativeEventStream {
+    fn memory(&self) -> std::sync::MutexGuard<'_, ExternalMemory> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The stream, with `check` saying when its producer waits on JavaScript alone (an agent
     /// run settling its JavaScript tools' calls). The producer [rings](ItemSink::ring) when
     /// that may have become true.
@@ -254,34 +358,29 @@ impl NativeEventStream {
 
     /// Every item ready now as a JSON array; `undefined` when none is ready yet (the waker will
     /// be called once one is); `null` once the stream has ended (the waker is released).
+    ///
+    /// Reports to V8 what the stream still holds natively; once it has ended, nothing.
     #[napi(js_name = "takeJson", ts_return_type = "string | null | undefined")]
-    pub fn take_json(&self) -> napi::Result<Taken> {
+    pub fn take_json(&self, env: Env) -> napi::Result<Taken> {
         guard::sync(|| {
-            let mut receiver = self.receiver.lock().unwrap_or_else(PoisonError::into_inner);
-            let first = {
-                let mut state = self.doorbell.lock();
-                match receiver.try_recv() {
-                    Ok(item) => item,
-                    Err(mpsc::error::TryRecvError::Empty) => {
-                        state.waiting = true;
-                        return Ok(Taken::NotYet);
-                    }
-                    Err(mpsc::error::TryRecvError::Disconnected) => {
-                        drop(state);
-                        self.doorbell.release();
-                        return Ok(Taken::Ended);
-                    }
-                }
-            };
-            let mut batch = String::with_capacity(first.len() + 2);
-            batch.push('[');
-            batch.push_str(&first);
-            while let Ok(item) = receiver.try_recv() {
-                batch.push(',');
-                batch.push_str(&item);
+            let taken = self.take();
+            if matches!(taken, Taken::Ended) {
+                // The producer and every item are gone.
+                self.memory().release_shared(&env, &self.held.size);
+            } else {
+                self.memory().update_shared(&env, &self.held.size);
             }
-            batch.push(']');
-            Ok(Taken::Batch(JsonBatch(batch)))
+            Ok(taken)
+        })
+    }
+
+    /// Reports to V8 what the stream holds natively now. The waker calls it when it finds
+    /// nobody waiting: the runtime wants a report of a stream nobody reads.
+    #[napi(js_name = "reportMemory")]
+    pub fn report_memory(&self, env: Env) -> napi::Result<()> {
+        guard::sync(|| {
+            self.memory().update_shared(&env, &self.held.size);
+            Ok(())
         })
     }
 
@@ -293,6 +392,41 @@ impl NativeEventStream {
             self.cancel.cancel();
             Ok(())
         })
+    }
+}
+
+impl NativeEventStream {
+    /// `takeJson` without the report.
+    fn take(&self) -> Taken {
+        let mut receiver = self.receiver.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = {
+            let mut state = self.doorbell.lock();
+            match receiver.try_recv() {
+                Ok(item) => item,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    state.waiting = true;
+                    return Taken::NotYet;
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    drop(state);
+                    self.doorbell.release();
+                    return Taken::Ended;
+                }
+            }
+        };
+        let mut taken = first.len();
+        let mut batch = String::with_capacity(first.len() + 2);
+        batch.push('[');
+        batch.push_str(&first);
+        while let Ok(item) = receiver.try_recv() {
+            taken += item.len();
+            batch.push(',');
+            batch.push_str(&item);
+        }
+        batch.push(']');
+        // JavaScript holds them now (its heap, which V8 sees).
+        self.held.size.sub(taken * ITEM_COST);
+        Taken::Batch(JsonBatch(batch))
     }
 }
 

@@ -114,6 +114,7 @@ const calls = {
   'Client.createJson': (o) => o.createJson('{}'),
   'EventStream.setWaker': (o) => o.setWaker(() => {}),
   'EventStream.takeJson': (o) => o.takeJson(),
+  'EventStream.reportMemory': (o) => o.reportMemory(),
   'EventStream.waitsOnlyOnHost': (o) => o.waitsOnlyOnHost(),
   'EventStream.abort': (o) => o.abort(),
   'Agent.new': (_o, all) => new native.Agent(all.Client, { model: 'm' }, {}, [], [], noop, noop),
