@@ -137,7 +137,11 @@ where
                 // (a synchronous JavaScript function) answers in the same wake-up as the timer.
                 // An answer that arrived in time is on time, however late the turn is polled
                 // (a C host polls between reads of the model's stream).
-                Ended::Done(_) if future.answered_at() >= deadline => {
+                // A call whose change stands (a `write` past its gate) keeps its answer.
+                Ended::Done(_)
+                    if future.answered_at() >= deadline
+                        && !env.shared.cancellation.change_stands(env.index) =>
+                {
                     env.shared.cancellation.time_out(env.index, &token);
                     return Err((
                         CallStatus::TimedOut,
@@ -183,10 +187,16 @@ where
         // cancellation's, unless its host reports it in time (a cancellation that landed while
         // the tool was being handed the call is the tool's own: see
         // `ToolContext::answer_channel_in_hand_off`).
+        //
+        // After a timeout, only an answer reporting a change that stands is the call's (the
+        // change was made: "timed out" would tell the model it was not).
         Ok(returned) => {
-            if matches!(ended, Ended::Cancelled)
-                && env.shared.cancellation.answer_stands(env.index, true)
-            {
+            let stands = match ended {
+                Ended::Cancelled => env.shared.cancellation.answer_stands(env.index, true),
+                Ended::TimedOut(_) => env.shared.cancellation.change_stands(env.index),
+                Ended::Done(_) => false,
+            };
+            if stands {
                 return Ok(returned);
             }
             false
@@ -235,7 +245,8 @@ impl TimeLimit {
         shared: &TurnShared,
         index: usize,
     ) -> Option<Outcome> {
-        if tokio::time::Instant::now() < self.deadline {
+        // A call whose change stands (a `write` past its gate) keeps its answer.
+        if tokio::time::Instant::now() < self.deadline || shared.cancellation.change_stands(index) {
             return None;
         }
         if let Some(leaf) = leaf {

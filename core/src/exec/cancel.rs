@@ -60,6 +60,9 @@ pub(crate) struct TurnCancellation {
     order: AnswerOrders,
     /// The calls their own timeout cancelled (rare; see [`time_out`](Self::time_out)).
     timed_out: Mutex<Vec<usize>>,
+    /// The calls that made a change that stands (see [`committed`](Self::committed)), which the
+    /// timeout rules read: they read no answer order.
+    changed: Mutex<Vec<usize>>,
 }
 
 /// The calls whose host reported when their answer was delivered relative to the
@@ -110,6 +113,7 @@ impl TurnCancellation {
             cancelled: AtomicBool::new(false),
             order: AnswerOrders::default(),
             timed_out: Mutex::new(Vec::new()),
+            changed: Mutex::new(Vec::new()),
         }
     }
 
@@ -155,9 +159,32 @@ impl TurnCancellation {
     /// its outcome even when a cancellation is observed before it, since the cancellation's
     /// message would tell the model that nothing happened. Recorded whether or not a
     /// cancellation was observed: one may be observed after this and before the answer is.
+    /// Its own timeout does not take that answer either (see
+    /// [`change_stands`](Self::change_stands)).
     #[cfg(feature = "tools")]
     pub(crate) fn committed(&self, index: usize) {
+        self.changed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(index);
         self.order.record(index, true);
+    }
+
+    /// Whether call `index` made a change that stands (see [`committed`](Self::committed)):
+    /// then its answer is its outcome even when it comes after the call's own timeout ran out,
+    /// whose message would tell the model that nothing happened (a `write` that passed its gate
+    /// just before its timer fired). Read on the timeout paths alone; takes the answer order the
+    /// commit recorded, which the cancellation rule would otherwise read.
+    pub(crate) fn change_stands(&self, index: usize) -> bool {
+        let changed = self
+            .changed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&index);
+        if changed {
+            let _ = self.order.take(index);
+        }
+        changed
     }
 
     /// Whether the answer call `index` just returned is its outcome, the cancellation being

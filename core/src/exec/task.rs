@@ -404,4 +404,51 @@ mod tests {
             assert_eq!(outcome.content, ToolResultContent::Text("done".into()));
         }
     }
+
+    /// A call that made a change that stands (a built-in `write` past its commit gate) and
+    /// answers after its own timeout ran out is answered with its own answer: "timed out" would
+    /// tell the model that nothing happened, and it would redo a change already made. The same
+    /// call without the commit is reported as timed out.
+    #[cfg(feature = "tools")]
+    #[tokio::test(start_paused = true)]
+    async fn a_change_made_before_the_timeout_keeps_its_answer() {
+        use std::time::Duration;
+        for commit in [true, false] {
+            let mut registry = ToolRegistry::new();
+            registry
+                .register(
+                    FnTool::new("writer", move |_, ctx| async move {
+                        if commit {
+                            ctx.committed();
+                        }
+                        // The rename and the answer come after the timer fired (within the
+                        // cleanup grace).
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        Ok(ToolOutput::text("Overwrote 'f.txt'"))
+                    })
+                    .with_timeout(Duration::from_millis(30)),
+                )
+                .unwrap();
+            let exec = ToolExecutor::new(registry);
+            let results = exec
+                .run(vec![crate::exec::ToolUse::new(
+                    "a",
+                    "writer",
+                    serde_json::json!({}),
+                )])
+                .await
+                .unwrap();
+            let expected = if commit {
+                "Overwrote 'f.txt'"
+            } else {
+                "Tool 'writer' timed out after 30ms"
+            };
+            assert_eq!(
+                results[0].content,
+                ToolResultContent::Text(expected.into()),
+                "commit: {commit}"
+            );
+            assert_eq!(results[0].is_error, !commit, "commit: {commit}");
+        }
+    }
 }

@@ -374,10 +374,11 @@ where
 /// The point of no return of a call that changes a file (`write`, `edit`), passed just before
 /// the new text takes the file's place.
 ///
-/// A call cancelled by then stops there and leaves the file as it was: it is reported as
-/// cancelled, which is then true. Past the gate the change is made whatever comes, and the
-/// executor is told so (through the call's context): the call's own answer is its outcome even
-/// when a cancellation is observed before the answer is. Otherwise the executor's rule for an
+/// A call cancelled by then (or timed out: its timeout cancels its token) stops there and leaves
+/// the file as it was: it is reported as cancelled (or timed out), which is then true. Past the
+/// gate the change is made whatever comes, and the executor is told so (through the call's
+/// context): the call's own answer is its outcome even when a cancellation is observed, or its
+/// own timeout runs out, before the answer comes. Otherwise the executor's rule for an
 /// answer that comes after a cancellation (it is the cancellation's) would report an applied
 /// change as cancelled, and the model would redo an edit already made.
 pub(crate) struct CommitGate {
