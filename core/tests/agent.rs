@@ -2683,6 +2683,27 @@ async fn whitespace_only_prompts_are_refused_before_any_request() {
     .await;
 }
 
+/// A text block without text, or whose text is no string, is refused before any request (the
+/// API refuses it too, after a round trip); it was sent as it was.
+#[tokio::test]
+async fn text_blocks_without_string_text_are_refused_before_any_request() {
+    refused_before_any_request(vec![
+        (
+            vec![json!({"role": "user", "content": [text("look"), {"type": "text"}]})],
+            "message 0: text block 1 has no text",
+        ),
+        (
+            vec![json!({"role": "user", "content": [{"type": "text", "text": 5}]})],
+            "message 0: the text of text block 0 must be a string, not 5",
+        ),
+        (
+            vec![json!({"role": "user", "content": [{"type": "text", "text": null}]})],
+            "message 0: the text of text block 0 must be a string, not null",
+        ),
+    ])
+    .await;
+}
+
 /// Runs each conversation on one agent and checks that it stops with an error naming the
 /// problem and that the model was never called; returns the agent and its model for more.
 async fn refused_before_any_request(cases: Vec<(Vec<Value>, &str)>) -> (Agent, Arc<ScriptedModel>) {

@@ -104,13 +104,13 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a conversation handed to the loop to continue ([`Agent::run_messages`]): a non-empty
-/// list of `user` and `assistant` messages whose content is a non-empty string or a non-empty
-/// array of typed blocks (no empty text block, calls only in assistant messages and results
-/// only in user ones, every call with an id, a name and an object input), beginning and
-/// ending with a user message, whose tool calls and results pair up ([`check_tool_pairing`]). The loop keeps that shape as it appends to the
-/// history; a history without it would only come back from the API as a 400, after a round
-/// trip.
+/// Checks a conversation handed to the loop to continue ([`Agent::run_messages`]): a non-empty list
+/// of `user` and `assistant` messages whose content is a non-empty string or a non-empty array of
+/// typed blocks (every text block with text, a string not empty, calls only in assistant messages
+/// and results only in user ones, every call with an id, a name and an object input), beginning and
+/// ending with a user message, whose tool calls and results pair up ([`check_tool_pairing`]). The
+/// loop keeps that shape as it appends to the history; a history without it would only come back
+/// from the API as a 400, after a round trip.
 ///
 /// [`Agent::run_messages`]: super::Agent::run_messages
 pub fn check_history(messages: &[Value]) -> Result<(), String> {
@@ -148,6 +148,17 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
                     .position(|block| !block.get("type").is_some_and(Value::is_string))
                 {
                     return Err(format!("message {i}: content block {j} has no type"));
+                }
+                // A text block's text is a string: the API refuses one without it.
+                if let Some((j, block)) = blocks.iter().enumerate().find(|(_, block)| {
+                    block_type(block) == "text" && !block.get("text").is_some_and(Value::is_string)
+                }) {
+                    return Err(match block.get("text") {
+                        None => format!("message {i}: text block {j} has no text"),
+                        Some(text) => format!(
+                            "message {i}: the text of text block {j} must be a string, not {text}"
+                        ),
+                    });
                 }
                 if let Some((j, blank)) = blocks.iter().enumerate().find_map(|(j, block)| {
                     let text = block.get("text").and_then(Value::as_str);

@@ -139,15 +139,15 @@ impl Agent {
         self.run_messages(vec![json!({"role": "user", "content": prompt.into()})])
     }
 
-    /// Starts a run that continues `messages` (which must end with a user message). A
-    /// conversation that fails [`check_history`] (no messages, a role other than `user` or
-    /// `assistant`, content that is neither a string nor typed blocks, empty content or an
-    /// empty text block (an empty prompt too), a first or last message that is
-    /// not the user's, a call input other than an object, tool calls and results that do not
-    /// pair up, tool results after other content in their message) makes no request: the run
-    /// ends at once with [`StopReason::Error`], an error that says what is wrong and the error
-    /// code `invalid_history` (`invalid_configuration` or `invalid_tool_definition` for a run
-    /// whose configuration or tools the API would refuse).
+    /// Starts a run that continues `messages` (which must end with a user message). A conversation
+    /// that fails [`check_history`] (no messages, a role other than `user` or `assistant`, content
+    /// that is neither a string nor typed blocks, empty content, a text block whose text is empty
+    /// or not a string (an empty prompt too), a first or last message that is not the user's, a
+    /// call input other than an object, tool calls and results that do not pair up, tool results
+    /// after other content in their message) makes no request: the run ends at once with
+    /// [`StopReason::Error`], an error that says what is wrong and the error code `invalid_history`
+    /// (`invalid_configuration` or `invalid_tool_definition` for a run whose configuration or tools
+    /// the API would refuse).
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
         self.run_messages_with(messages, RunOptions::default())
     }
