@@ -268,13 +268,15 @@ where
                 .send_error(&guard::panic_error(payload.as_ref()))
                 .await;
         }
-        // The last sender goes: the stream has ended, which a waiting reader must learn. The
-        // producer went with its state (the future is dropped): a reader need not wait for the
-        // end item to learn that.
+        // The producer went with its state (the future is dropped), which is counted off before
+        // the last sender goes: a reader that sees the end (and takes its report back to zero)
+        // must find nothing counted, or a report the waker asked for meanwhile (queued before
+        // the end) would put the producer's share back, and nothing would take it back before
+        // the stream is collected. Then the stream has ended, which a waiting reader must learn.
         let doorbell = on_panic.doorbell.clone();
         let held = on_panic.held.clone();
-        drop(on_panic);
         held.producer_ended();
+        drop(on_panic);
         held.ring(&doorbell);
     });
     Ok(NativeEventStream {

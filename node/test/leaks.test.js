@@ -367,8 +367,8 @@ test('the bytes reported to V8 return to their start once every decoder is colle
   assert.equal(native._debugExternalBytes(), 0, 'nothing stays reported for a collected decoder')
 })
 
-/** Waits (turns of the event loop, no collection) until `check()` holds, or about 3 s. */
-async function waitUntil(check, rounds = 340) {
+/** Waits (turns of the event loop, no collection) until `check()` holds, or about 10 s. */
+async function waitUntil(check, rounds = 1040) {
   for (let i = 0; i < rounds && !check(); i++) {
     await new Promise((resolve) => (i < 40 ? setImmediate(resolve) : setTimeout(resolve, 10)))
   }
