@@ -43,6 +43,28 @@ else
     python -c 'import ferroloop._native' || { echo "maturin develop failed" >&2; exit 1; }
 fi
 
+# The source distribution, what pip builds when no wheel fits (`maturin sdist`: a few seconds, no
+# compilation): the crates it compiles, Cargo.lock, the package, its stubs and the licence texts.
+echo "python: sdist contents"
+rm -rf target/sdist-check
+(cd python && maturin sdist --out ../target/sdist-check 2>&1 | { grep -v '^Ignoring ' || true; }) >/dev/null
+python - target/sdist-check/ferroloop-*.tar.gz <<'EOF'
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as sdist:
+    top = sdist.getnames()[0].split("/")[0]
+    names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    info = sdist.extractfile(f"{top}/PKG-INFO").read().decode()
+    needed = ["PKG-INFO", "pyproject.toml", "Cargo.toml", "Cargo.lock", "core/Cargo.toml",
+              "python/Cargo.toml", "ferroloop/__init__.py", "ferroloop/_native.pyi",
+              "ferroloop/py.typed", "LICENSE-MIT", "LICENSE-APACHE"]
+    missing = [name for name in needed if name not in names]
+    for licence in ["LICENSE-MIT", "LICENSE-APACHE"]:
+        if f"License-File: {licence}" not in info:
+            missing.append(f"PKG-INFO's License-File: {licence}")
+    if missing:
+        sys.exit(f"the sdist {sys.argv[1]} lacks: {', '.join(missing)}")
+EOF
+
 echo "python: pytest"
 set +e
 timeout 900 python -m pytest python/tests -q -p no:cacheprovider
