@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The C suite of ferroloop: builds libferroloop (bindings/c), stages it with its header and a
-# pkg-config file under target/capi/, compiles every C program in bindings/c/tests/ with
-# `cc -Wall -Wextra -Werror` against the header and the library, runs each one, then runs each
-# one again under valgrind (zero errors and zero leaks required), and builds the C benchmark
-# driver (benches/c/sse_feed.c), checking its two ways of feeding agree. One program is also linked
-# statically through pkg-config. Prints "N passed, N failed" and fails if anything failed.
+# The C suite of ferroloop: builds libferroloop (bindings/c) and installs it with its header and a
+# pkg-config file under target/capi/ (scripts/install-c.sh), checks the pkg-config file, compiles
+# every C program in bindings/c/tests/ with `cc -Wall -Wextra -Werror` against the header and the
+# library, runs each one, then runs each one again under valgrind (zero errors and zero leaks
+# required), and builds the C benchmark driver (benches/c/sse_feed.c), checking its two ways of
+# feeding agree. One program is also linked statically through pkg-config. Prints "N passed, N
+# failed" and fails if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -22,22 +23,15 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-cargo build -p ferroloop-capi --locked --quiet
 target_dir="$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
-build="$target_dir/debug"
 
-# Stage the library like an install would: lib/, include/, lib/pkgconfig/.
+# Stage the library like an install: lib/, include/, lib/pkgconfig/, with the installer users run
+# (scripts/install-c.sh; a debug build here, to keep CI fast), so the suite checks what it installs.
 stage="$target_dir/capi"
 rm -rf "$stage"
-mkdir -p "$stage/lib/pkgconfig" "$stage/include" "$stage/bin"
-cp "$build/libferroloop.so" "$build/libferroloop.a" "$stage/lib/"
-cp bindings/c/include/ferroloop.h "$stage/include/"
+FERROLOOP_PROFILE=dev bash scripts/install-c.sh "$stage" >/dev/null
+mkdir -p "$stage/bin"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)"
-# The system libraries a static libferroloop needs (as reported by rustc for this target).
-private_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
-sed -e "s|@PREFIX@|$stage|" -e "s|@LIBDIR@|$stage/lib|" -e "s|@INCLUDEDIR@|$stage/include|" \
-    -e "s|@VERSION@|$version|" -e "s|@PRIVATE_LIBS@|$private_libs|" \
-    bindings/c/ferroloop.pc.in >"$stage/lib/pkgconfig/ferroloop.pc"
 export PKG_CONFIG_PATH="$stage/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 
 cflags=(-std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -g)
@@ -52,6 +46,13 @@ record() { # name, status
         echo "FAIL $1"
     fi
 }
+
+# The installed pkg-config file: the workspace's version, the prefix's directories.
+status=0
+[[ "$(pkg-config --modversion ferroloop)" == "$version" &&
+    "$(pkg-config --variable=libdir ferroloop)" == "$stage/lib" &&
+    "$(pkg-config --cflags ferroloop)" == "-I$stage/include"* ]] || status=1
+record "pkg-config file of the install" "$status"
 
 # The header alone, as strict C99 and (when a C++ compiler exists) as C++.
 probe="$stage/bin/header_probe"
