@@ -881,11 +881,25 @@ pub fn check_request_estimate(data: &[u8]) {
         let estimate = estimate_request_body(&value, family);
         assert_eq!(estimate, estimate_request_body(&value, family));
         let _ = estimate.total();
-        let messages = value
-            .get("messages")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice);
-        let by_parts = estimate_request(value.get("system"), value.get("tools"), messages, family);
+        // The parts are taken where `estimate_request_body` documents it reads them: an OpenAI
+        // Responses body holds its messages and items in `input` (an array, or a string that is
+        // one user message) and its system prompt in `instructions`, and `functions` is the
+        // legacy name of `tools`. Reading only `messages`, `system` and `tools` here failed on
+        // the Responses seed (tests/tokens/requests/openai_responses.json) that the library
+        // estimates as documented.
+        let prompt;
+        let messages = match (value.get("messages"), value.get("input")) {
+            (Some(messages), _) => messages.as_array().map_or(&[][..], Vec::as_slice),
+            (None, Some(Value::Array(items))) => items.as_slice(),
+            (None, Some(Value::String(text))) => {
+                prompt = [serde_json::json!({"role": "user", "content": text})];
+                &prompt[..]
+            }
+            (None, _) => &[][..],
+        };
+        let system = value.get("system").or_else(|| value.get("instructions"));
+        let tools = value.get("tools").or_else(|| value.get("functions"));
+        let by_parts = estimate_request(system, tools, messages, family);
         assert_eq!(estimate, by_parts);
         for part in std::iter::once(&value).chain(messages) {
             let _ = estimate_message(part, family);
