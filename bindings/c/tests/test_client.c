@@ -750,10 +750,20 @@ static void concurrent_readers(server *s) {
     fl_agent_next next = FL_AGENT_NEXT_NONE;
     const char *json = NULL;
     size_t len = 0;
-    /* NONE while the worker is not in its call yet; then refused, at once. */
-    do {
-        status = fl_message_stream_next_event(stream, 10, &next, &json, &len);
-    } while (status == FL_STATUS_OK && next == FL_AGENT_NEXT_NONE);
+    /* NONE while the worker is not in its call yet. The probe waits for nothing and the main
+     * thread sleeps between probes: a probe that waited itself would hold the stream between
+     * two of the worker's tries, which under valgrind (one thread runs at a time) never found it
+     * free, and the two readers refused each other until the hang guard fired. */
+    const struct timespec pause = {0, 1000000};
+    for (;;) {
+        status = fl_message_stream_next_event(stream, 0, &next, &json, &len);
+        if (status != FL_STATUS_OK || next != FL_AGENT_NEXT_NONE) break;
+        nanosleep(&pause, NULL);
+    }
+    CHECK_STATUS(status, FL_STATUS_INVALID_STATE);
+    /* The worker is in its call now, waiting with no limit, until the stream is cancelled: a
+     * second reader is refused at once, whatever its own timeout (no limit either). */
+    status = fl_message_stream_next_event(stream, -1, &next, &json, &len);
     CHECK_STATUS(status, FL_STATUS_INVALID_STATE);
     CHECK(strstr(last_error(), "in progress") != NULL);
     const char *id = NULL;
