@@ -63,11 +63,7 @@ pub(crate) const KEPT_SHARE: usize = 3;
 impl napi::bindgen_prelude::ObjectFinalize for NativeStreamDecoder {
     /// Takes back the memory reported to V8 (the decoder is being freed).
     fn finalize(mut self, env: Env) -> napi::Result<()> {
-        // Never an error: napi-rs would throw it from a finalizer, into no caller. Not through
-        // `guard::sync`: its test tripwire would skip the release and unbalance the accounts.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.memory.release(&env);
-        }));
+        self.memory.release_in_finalizer(&env);
         Ok(())
     }
 }

@@ -66,6 +66,14 @@ impl ExternalMemory {
         self.adjust(env, 0);
     }
 
+    /// Takes back everything (as [`release`](Self::release)) from its owner's finalizer, never
+    /// failing: napi-rs would throw an error or a panic from a finalizer into no caller. Not
+    /// through `guard::sync`, whose test tripwire would skip the release and unbalance the
+    /// accounts.
+    pub(crate) fn release_in_finalizer(&mut self, env: &Env) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.release(env)));
+    }
+
     /// Reports what `shared` counts now (as [`update`](Self::update); a count of zero exactly),
     /// and lets the other threads ask for a report again.
     pub(crate) fn update_shared(&mut self, env: &Env, shared: &SharedSize) {

@@ -308,11 +308,7 @@ pub struct NativeEventStream {
 impl napi::bindgen_prelude::ObjectFinalize for NativeEventStream {
     /// Takes back the memory reported to V8 (the stream is being freed).
     fn finalize(self, env: Env) -> napi::Result<()> {
-        // Never an error: napi-rs would throw it from a finalizer, into no caller. Not through
-        // `guard::sync`: its test tripwire would skip the release and unbalance the accounts.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.memory().release(&env);
-        }));
+        self.memory().release_in_finalizer(&env);
         Ok(())
     }
 }
