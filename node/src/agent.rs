@@ -172,8 +172,7 @@ impl Decisions {
 
     /// Drops every pending question: each waiting run reads "not safe" at once.
     fn abandon(&self) {
-        let pending = std::mem::take(&mut *self.pending());
-        drop(pending);
+        self.pending().clear();
     }
 }
 
