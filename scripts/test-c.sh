@@ -15,6 +15,7 @@ missing=()
 need cc || missing+=(gcc libc6-dev)
 need valgrind || missing+=(valgrind)
 need pkg-config || missing+=(pkgconf)
+need readelf || missing+=(binutils)
 if ((${#missing[@]})); then
     echo "installing: ${missing[*]}"
     sudo_cmd=()
@@ -34,6 +35,18 @@ mkdir -p "$stage/bin"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)"
 export PKG_CONFIG_PATH="$stage/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 
+# The complete C program under a README heading ("## Example: ...", the first ```c block after it).
+readme_example() {
+    awk -v heading="## $1" 'index($0, heading) == 1 { section = 1 }
+        section && /^```$/ && inside { exit }
+        inside { print }
+        section && /^```c$/ { inside = 1 }' bindings/c/README.md
+}
+# One dynamic-section entry of an ELF file (SONAME, NEEDED...), one value a line.
+elf_entry() { # tag, file
+    LC_ALL=C readelf -d "$2" | sed -n "s/.*($1).*\[\(.*\)\]\$/\1/p"
+}
+
 cflags=(-std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -g)
 passed=0
 failed=0
@@ -47,12 +60,37 @@ record() { # name, status
     fi
 }
 
-# The installed pkg-config file: the workspace's version, the prefix's directories.
+# The installed pkg-config file: the workspace's version, the prefix's directories, named relative
+# to the file's own directory (${pcfiledir}) and not by the absolute path it was installed at.
 status=0
 [[ "$(pkg-config --modversion ferroloop)" == "$version" &&
-    "$(pkg-config --variable=libdir ferroloop)" == "$stage/lib" &&
-    "$(pkg-config --cflags ferroloop)" == "-I$stage/include"* ]] || status=1
+    "$(realpath "$(pkg-config --variable=libdir ferroloop)")" == "$(realpath "$stage/lib")" &&
+    "$(realpath "$(pkg-config --variable=includedir ferroloop)")" == "$(realpath "$stage/include")" &&
+    "$(pkg-config --cflags ferroloop)" == -I*/include* ]] || status=1
+grep -qF "$stage" "$stage/lib/pkgconfig/ferroloop.pc" && { status=1; echo "ferroloop.pc names $stage"; }
 record "pkg-config file of the install" "$status"
+
+# A moved install: installed in one directory, moved to another, the README's SSE example builds
+# with nothing but `pkg-config --cflags --libs` of the moved .pc file and runs.
+status=0
+first="$target_dir/capi-installed-here"
+moved="$target_dir/capi-moved-there"
+rm -rf "$first" "$moved"
+FERROLOOP_PROFILE=dev bash scripts/install-c.sh "$first" >/dev/null
+mv "$first" "$moved"
+readme_example "Example: the SSE parser" >"$moved/sse_example.c"
+moved_flags="$(PKG_CONFIG_PATH="$moved/lib/pkgconfig" pkg-config --cflags --libs ferroloop)"
+moved_libdir="$(PKG_CONFIG_PATH="$moved/lib/pkgconfig" pkg-config --variable=libdir ferroloop)"
+# shellcheck disable=SC2086 # pkg-config prints several words on purpose.
+if [[ $moved_flags != *"$first"* ]] &&
+    cc "${cflags[@]}" "$moved/sse_example.c" -o "$moved/sse_example" $moved_flags; then
+    [[ "$(LD_LIBRARY_PATH="$moved_libdir" "$moved/sse_example")" == 'ping: {"a":1}' ]] || status=1
+else
+    status=1
+    echo "moved install: pkg-config --cflags --libs ferroloop: $moved_flags"
+fi
+rm -rf "$moved"
+record "moved install builds the README example via pkg-config" "$status"
 
 # The header alone, as strict C99 and (when a C++ compiler exists) as C++.
 probe="$stage/bin/header_probe"
@@ -66,6 +104,31 @@ if command -v c++ >/dev/null 2>&1; then
     c++ -std=c++11 -Wall -Wextra -Werror -I"$stage/include" -c "$probe.cpp" -o "$probe.o" || status=$?
     record "header as C++11" "$status"
 fi
+
+# The shared library is installed under its full version, with its SONAME (bindings/c/build.rs:
+# libferroloop.so.0.MINOR while the version is 0.x, else libferroloop.so.MAJOR) and the
+# link-time name libferroloop.so as symlinks to it; a program linked through pkg-config records
+# the SONAME (not the bare libferroloop.so) as NEEDED, and the loader finds it by that name.
+abi="$(awk -F. '{ print ($1 == 0) ? "0." $2 : $1 }' <<<"$version")"
+soname="libferroloop.so.$abi"
+real="libferroloop.so.$version"
+status=0
+[[ -f "$stage/lib/$real" && ! -L "$stage/lib/$real" &&
+    "$(readlink "$stage/lib/$soname")" == "$real" &&
+    "$(readlink "$stage/lib/libferroloop.so")" == "$real" &&
+    "$(elf_entry SONAME "$stage/lib/$real")" == "$soname" ]] ||
+    { status=1; ls -l "$stage/lib"; elf_entry SONAME "$stage/lib/libferroloop.so"; }
+record "SONAME $soname and the installed names" "$status"
+status=0
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose.
+if cc -Wall -Werror "$probe.c" -o "$probe" $(pkg-config --cflags --libs ferroloop); then
+    needed="$(elf_entry NEEDED "$probe")"
+    grep -qxF "$soname" <<<"$needed" || { status=1; printf 'NEEDED:\n%s\n' "$needed"; }
+    LD_LIBRARY_PATH="$stage/lib" "$probe" || status=1
+else
+    status=1
+fi
+record "a program linked via pkg-config needs $soname and runs" "$status"
 
 programs=()
 for source in bindings/c/tests/*.c; do
@@ -127,10 +190,7 @@ fi
 # The README's complete C program ("Example: the SSE parser") compiles as written, runs clean
 # under valgrind and prints the event it parses.
 example="$stage/bin/readme_sse_example"
-awk '/^## Example: the SSE parser/ { section = 1 }
-     section && /^```$/ && inside { exit }
-     inside { print }
-     section && /^```c$/ { inside = 1 }' bindings/c/README.md >"$example.c"
+readme_example "Example: the SSE parser" >"$example.c"
 status=0
 # shellcheck disable=SC2046
 if [[ -s "$example.c" ]] && cc "${cflags[@]}" "$example.c" -o "$example" $(pkg-config --cflags --libs ferroloop); then
@@ -147,10 +207,7 @@ record "README SSE example" "$status"
 # The README's streaming turn example compiles as written, runs clean under valgrind and prints
 # both results in request order, then the results array.
 example="$stage/bin/readme_turn_example"
-awk '/^## Example: a streaming turn/ { section = 1 }
-     section && /^```$/ && inside { exit }
-     inside { print }
-     section && /^```c$/ { inside = 1 }' bindings/c/README.md >"$example.c"
+readme_example "Example: a streaming turn" >"$example.c"
 status=0
 # shellcheck disable=SC2046
 if [[ -s "$example.c" ]] && cc "${cflags[@]}" "$example.c" -o "$example" $(pkg-config --cflags --libs ferroloop); then
@@ -172,10 +229,7 @@ record "README turn example" "$status"
 # loopback port (no network; no proxy from the environment): its run ends with a `stop` event
 # whose error_code is `connection`, the client's retries spent.
 example="$stage/bin/readme_agent_example"
-awk '/^## Example: the agent loop/ { section = 1 }
-     section && /^```$/ && inside { exit }
-     inside { print }
-     section && /^```c$/ { inside = 1 }' bindings/c/README.md >"$example.c"
+readme_example "Example: the agent loop" >"$example.c"
 status=0
 # shellcheck disable=SC2046
 if [[ -s "$example.c" ]] && cc "${cflags[@]}" "$example.c" -o "$example" $(pkg-config --cflags --libs ferroloop); then
@@ -198,10 +252,7 @@ record "README agent example" "$status"
 # against a closed loopback port (no network; no proxy from the environment): two `retry` events,
 # then the connection failure as JSON, then typed.
 example="$stage/bin/readme_client_example"
-awk '/^## Example: the streaming client alone/ { section = 1 }
-     section && /^```$/ && inside { exit }
-     inside { print }
-     section && /^```c$/ { inside = 1 }' bindings/c/README.md >"$example.c"
+readme_example "Example: the streaming client alone" >"$example.c"
 status=0
 # shellcheck disable=SC2046
 if [[ -s "$example.c" ]] && cc "${cflags[@]}" "$example.c" -o "$example" $(pkg-config --cflags --libs ferroloop); then
