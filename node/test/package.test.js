@@ -65,6 +65,33 @@ test('the built addon is in the tarball, and no tests, sources or examples are',
   assert.deepEqual(junk, [])
 })
 
+/**
+ * The relative link targets of a Markdown text, outside code: inline links and images
+ * (`[text](target)`), reference definitions (`[label]: target`) and HTML `href` / `src`
+ * attributes. Absolute URLs (`https:`, `mailto:`...) and in-page anchors (`#section`) are left out;
+ * a target loses its `#fragment` and `?query`.
+ */
+function relativeLinks(markdown) {
+  const prose = markdown.replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm, '').replace(/`[^`\n]*`/g, '')
+  const targets = []
+  for (const match of prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+[^)]*)?\)/g)) targets.push(match[1])
+  for (const match of prose.matchAll(/^ {0,3}\[[^\]]+\]:\s*<?([^\s>]+)>?/gm)) targets.push(match[1])
+  for (const match of prose.matchAll(/\b(?:href|src)\s*=\s*["']([^"']+)["']/gi)) targets.push(match[1])
+  return targets
+    .filter((target) => !/^([a-z][a-z0-9+.-]*:|\/\/|#)/i.test(target))
+    .map((target) => target.replace(/[#?].*$/, ''))
+}
+
+test('the README links to no file the tarball lacks (npm shows the README alone)', () => {
+  const readme = fs.readFileSync(path.join(pkgDir, 'README.md'), 'utf8')
+  const broken = relativeLinks(readme).filter((target) => !files.has(path.posix.normalize(target)))
+  assert.deepEqual(broken, [], `README.md links to files outside the package: ${broken.join(', ')}`)
+  // The extractor itself: each kind of link is found, code and absolute URLs are not.
+  const sample = '[a](../A.md#x) ![b](./lib/b.png "t")\n[c]: ../C.md\n<a href="D.md">d</a>\n' +
+    '[e](https://example.invalid/e) [f](#f) `[g](G.md)`\n```\n[h](H.md)\n```\n'
+  assert.deepEqual(relativeLinks(sample), ['../A.md', './lib/b.png', '../C.md', 'D.md'])
+})
+
 test('the package version is the Cargo workspace version', () => {
   const cargo = fs.readFileSync(path.join(repoRoot, 'Cargo.toml'), 'utf8')
   const version = /\[workspace\.package\][^[]*?\nversion = "([^"]+)"/.exec(cargo)
