@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The C suite of ferroloop: builds libferroloop (bindings/c) and installs it with its header and a
-# pkg-config file under target/capi/ (scripts/install-c.sh), checks the pkg-config file, compiles
-# every C program in bindings/c/tests/ with `cc -Wall -Wextra -Werror` against the header and the
-# library, runs each one, then runs each one again under valgrind (zero errors and zero leaks
-# required), and builds the C benchmark driver (benches/c/sse_feed.c), checking its two ways of
-# feeding agree. One program is also linked statically through pkg-config. Prints "N passed, N
-# failed" and fails if anything failed.
+# pkg-config file under target/capi/ (scripts/install-c.sh), checks the pkg-config file (also
+# after the install is moved), the shared library's SONAME and links and what a linked program
+# records as NEEDED, compiles every C program in bindings/c/tests/ with `cc -Wall -Wextra -Werror`
+# against the header and the library, runs each one, then runs each one again under valgrind
+# (zero errors and zero leaks required), and builds the C benchmark driver (benches/c/sse_feed.c),
+# checking its two ways of feeding agree. One program is also linked statically through
+# pkg-config. Prints "N passed, N failed" and fails if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
