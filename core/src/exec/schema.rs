@@ -1,27 +1,66 @@
-//! Tool input validation against the common subset of JSON Schema that tool definitions use:
-//! `type` (a name or a list; `integer` means a number without a fraction), `required`,
-//! `properties`, `additionalProperties` (boolean or schema), `items` (one schema, or an array
-//! of them checking the leading positions of a tuple), `prefixItems` (then `items` checks the
-//! rest), `enum` and `const` (numbers compared by value: `1.0` matches `1`), boolean schemas,
-//! and the bounds: `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (a number, or
-//! draft-04's boolean beside `minimum`/`maximum`), `multipleOf`, `minLength` and `maxLength`
-//! (in characters, i.e. code points), `minItems`, `maxItems`, `uniqueItems`, `minProperties` and
-//! `maxProperties`. Other keywords (`description`, `pattern`, `format`, `$ref`, `anyOf`, `oneOf`,
-//! `allOf`, `not`, `if`, `dependentRequired`, …) are accepted and ignored: the model's input is
-//! checked for its shape and bounds, not for every constraint a schema can state.
+//! Tool input validation against the JSON Schema that tool definitions use (what Pydantic,
+//! zod-to-json-schema and hand-written MCP schemas emit), compiled once when a tool is
+//! registered and walked once per input.
 //!
-//! Schemas are compiled once when a tool is registered; validation walks the input once.
+//! Checked keywords:
+//! - `type` (a name or a list; `integer` means a number without a fraction), `enum` and `const`
+//!   (numbers compared by value: `1.0` matches `1`), and boolean schemas;
+//! - objects: `required`, `properties`, `patternProperties`, `additionalProperties` (boolean or
+//!   schema; it covers the names neither `properties` nor a `patternProperties` pattern
+//!   matches), `dependentRequired`, `dependentSchemas`, and draft-07's `dependencies` (either
+//!   kind);
+//! - arrays: `items` (one schema, or an array of them checking the leading positions of a
+//!   tuple), `prefixItems` (then `items` checks the rest);
+//! - the bounds: `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (a number, or
+//!   draft-04's boolean beside `minimum`/`maximum`), `multipleOf`, `minLength` and `maxLength`
+//!   (in characters, i.e. code points), `minItems`, `maxItems`, `uniqueItems`, `minProperties`
+//!   and `maxProperties`;
+//! - `pattern`: unanchored, as ECMA-262's `test` is, with ECMA-262's ASCII `\d`, `\w` and `\b`;
+//!   run by the `regex-automata` engine, in time linear in the string. A pattern that engine
+//!   cannot compile (look-around and back-references, which it lacks by design, other ECMA-262
+//!   syntax it does not share, or a typo) is ignored with a `tracing` warning when the schema
+//!   is compiled, so that the tool still registers: zod's e-mail pattern uses `(?!...)`;
+//! - the applicators `allOf`, `anyOf`, `oneOf`, `not`, and `if`/`then`/`else`;
+//! - `$ref` into the same document: `#` (the whole schema), `#/$defs/Name`,
+//!   `#/definitions/Name`, or any JSON pointer (`~0`/`~1` escapes, percent-decoded), also with
+//!   the document's own `$id` in front. A `$ref` applies beside its sibling keywords (as in
+//!   2019-09 and later). Each referenced schema is compiled once, so recursive schemas (a tree
+//!   type naming itself) are fine. A local `$ref` that resolves to nothing is a
+//!   [`SchemaError`] naming it, and so is a cycle of references that never descends into the
+//!   input (`{"$ref": "#"}`): it would never end and says nothing. A `$ref` to another document
+//!   (`https://…`, `other.json`) or an anchor (`#name`) is not fetched or searched: it is
+//!   ignored with a warning, as such schemas registered (unchecked) before.
+//!
+//! Other keywords are accepted and not checked: `format` (an annotation by default in JSON
+//! Schema 2020-12), `additionalItems`, `contains`, `propertyNames`, `unevaluatedProperties`,
+//! `$dynamicRef`, `description`, ….
+//!
+//! Cost: validating a valid input allocates nothing beyond the `pattern` engine's pooled
+//! scratch space, except a map remembering, per value, the verdict of a definition that
+//! several `$ref`s share (so that a recursive union, an expression tree under `oneOf`, is
+//! checked in time linear in the input rather than exponential); such a definition is applied
+//! to each value at most once. Walks deeper than [`MAX_DEPTH`] schema steps fail with a
+//! violation rather than exhaust the stack.
 
+use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 
 use std::cmp::Ordering;
 
+use regex_automata::meta::Regex;
 use serde_json::{Map, Number, Value};
 
 /// At most this many problems are reported for one input.
 const MAX_REPORTED: usize = 5;
 
-/// A schema that cannot be compiled (a supported keyword with an ill-formed value).
+/// The most schema steps one walk may nest: each applied subschema is a step. An input is at
+/// most 127 levels deep (`json_text::MAX_NESTING`), and a recursive schema takes two to four
+/// steps a level, so a real input stays well below; beyond, the input is refused, as a bound on
+/// the stack the walk uses.
+pub const MAX_DEPTH: usize = 1024;
+
+/// A schema that cannot be compiled (a supported keyword with an ill-formed value, a `$ref`
+/// that resolves to nothing, or a cycle of references).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid input schema at {path}: {problem}")]
 pub struct SchemaError {
@@ -50,6 +89,18 @@ impl fmt::Display for Violation {
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputSchema {
     root: Node,
+    /// The schemas `$ref`s name, each compiled once; [`Checks::reference`] indexes them. An
+    /// arena rather than shared pointers, so that a recursive schema is no reference cycle.
+    targets: Vec<Target>,
+}
+
+/// A schema a `$ref` names.
+#[derive(Debug, Clone, PartialEq)]
+struct Target {
+    node: Node,
+    /// Named by more than one `$ref`: its verdicts are remembered per value, as it may be
+    /// reached by several paths on the same value.
+    shared: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -66,9 +117,17 @@ struct Checks {
     types: Option<TypeSet>,
     allowed: Option<Vec<Value>>,
     constant: Option<Value>,
+    pattern: Option<Pattern>,
     required: Vec<String>,
     properties: Vec<(String, Node)>,
+    pattern_properties: Vec<(Pattern, Node)>,
     additional: Option<Node>,
+    /// `dependentRequired` (and `dependencies` with an array): when the first property is
+    /// present, the others must be.
+    dependent_required: Vec<(String, Vec<String>)>,
+    /// `dependentSchemas` (and `dependencies` with a schema): when the property is present, the
+    /// object must satisfy the schema.
+    dependent_schemas: Vec<(String, Node)>,
     items: Option<Node>,
     /// `items` as an array (draft-07) or `prefixItems` (2020-12): the schema of each leading
     /// position of a tuple.
@@ -78,8 +137,114 @@ struct Checks {
     items_from: usize,
     /// The size and range keywords; boxed, as most schemas have none.
     bounds: Option<Box<Bounds>>,
+    /// `$ref`: an index into [`InputSchema::targets`].
+    reference: Option<usize>,
+    all_of: Vec<Node>,
+    any_of: Vec<Node>,
+    one_of: Vec<Node>,
+    not: Option<Node>,
+    /// `if`, `then`, `else`; boxed, as most schemas have none.
+    condition: Option<Box<Condition>>,
 }
 
+#[derive(Debug, Clone, PartialEq)]
+struct Condition {
+    test: Node,
+    then: Option<Node>,
+    otherwise: Option<Node>,
+}
+
+/// A compiled `pattern`, compared by its source.
+#[derive(Debug, Clone)]
+struct Pattern {
+    source: String,
+    regex: Regex,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Pattern {
+    /// Compiles an ECMA-262 pattern, or `None` (with a warning) when the engine cannot.
+    fn compile(source: &str, path: &str) -> Option<Self> {
+        match Regex::new(&ecma_to_rust(source)) {
+            Ok(regex) => Some(Self {
+                source: source.to_owned(),
+                regex,
+            }),
+            Err(error) => {
+                // Refusing the schema would make a tool unregistrable for a pattern written
+                // for JavaScript (zod's e-mail pattern uses look-ahead): the one keyword is
+                // dropped instead, and the tool's author told.
+                tracing::warn!(
+                    schema_path = if path.is_empty() { "/" } else { path },
+                    pattern = source,
+                    %error,
+                    "input schema pattern not supported by the regex engine; it is not checked"
+                );
+                None
+            }
+        }
+    }
+
+    fn matches(&self, text: &str) -> bool {
+        self.regex.is_match(text)
+    }
+}
+
+/// Rewrites the ECMA-262 classes whose meaning differs in the Rust engine: `\d`, `\w` and `\b`
+/// are ASCII in ECMA-262 (without the `v` flag) and Unicode-aware here; a `[` inside a class
+/// is a literal in ECMA-262 and a nested class here, and `\b` in a class is a backspace. Other
+/// syntax is passed on as written (what the engine cannot parse then disables the pattern).
+fn ecma_to_rust(source: &str) -> String {
+    let mut out = String::with_capacity(source.len() + 8);
+    let mut in_class = false;
+    let mut chars = source.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(next) = chars.next() else {
+                    out.push('\\');
+                    break;
+                };
+                match next {
+                    'd' => out.push_str("[0-9]"),
+                    'D' => out.push_str("[^0-9]"),
+                    'w' => out.push_str("[0-9A-Za-z_]"),
+                    'W' => out.push_str("[^0-9A-Za-z_]"),
+                    'b' if in_class => out.push_str("\\x08"),
+                    'b' => out.push_str("(?-u:\\b)"),
+                    'B' if !in_class => out.push_str("(?-u:\\B)"),
+                    _ => {
+                        out.push('\\');
+                        out.push(next);
+                    }
+                }
+            }
+            '[' if in_class => out.push_str("\\["),
+            '[' => {
+                in_class = true;
+                out.push('[');
+                // A `]` first in a class (after an optional `^`) is a literal in the Rust
+                // engine, and in ECMA-262 ends an empty class; both are rare: left as is.
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(']');
+            }
+            // Set operators in a Rust class, plain characters in ECMA-262.
+            '&' | '~' if in_class => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
 /// The bound keywords of one schema. Each applies only to values of its kind (a `minimum` to
 /// numbers, a `maxLength` to strings, ...), as JSON Schema says.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -158,26 +323,69 @@ fn type_name(value: &Value) -> &'static str {
 impl InputSchema {
     /// A schema accepting any input.
     pub fn any() -> Self {
-        Self { root: Node::Any }
+        Self {
+            root: Node::Any,
+            targets: Vec::new(),
+        }
     }
 
     /// Compiles a JSON schema.
     pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
-        Ok(Self {
-            root: compile_node(schema, &mut String::new())?,
-        })
+        let mut compiler = Compiler {
+            document: schema,
+            base: schema
+                .get("$id")
+                .and_then(Value::as_str)
+                .map(|id| id.split_once('#').map_or(id, |(uri, _)| uri)),
+            targets: Vec::new(),
+            by_address: HashMap::new(),
+            pending: Vec::new(),
+        };
+        let root = compiler.node(schema, &mut String::new())?;
+        // Referenced schemas are compiled after the tree that names them, from a work list
+        // rather than by recursion, so that a recursive schema compiles each target once.
+        while let Some((index, value, mut path)) = compiler.pending.pop() {
+            compiler.targets[index].node = compiler.node(value, &mut path)?;
+        }
+        find_cycle(&compiler.targets)?;
+        let targets = compiler
+            .targets
+            .into_iter()
+            .map(|target| Target {
+                node: target.node,
+                shared: target.names > 1,
+            })
+            .collect();
+        Ok(Self { root, targets })
     }
 
     /// Checks `input`; on failure, returns the first few violations (never empty).
     pub fn validate(&self, input: &Value) -> Result<(), Vec<Violation>> {
         // The common case (valid input) takes a walk that builds no paths and allocates nothing;
         // only a failing input is walked again to describe where and why.
-        if conforms(&self.root, input) {
+        let mut walk = Walk::default();
+        let conforming = self.conforms(&self.root, input, &mut walk);
+        if walk.too_deep {
+            // Some part went unchecked, whatever the verdict: refused.
+            return Err(vec![Violation {
+                path: "input".to_owned(),
+                problem: "nested too deeply to check against this tool's schema".to_owned(),
+            }]);
+        }
+        if conforming {
             return Ok(());
         }
         let mut violations = Vec::new();
         let mut path = String::from("input");
-        check(&self.root, input, &mut path, &mut violations);
+        self.check(&self.root, input, &mut path, &mut violations, &mut walk);
+        if violations.is_empty() && walk.too_deep {
+            // The report went deeper than the check (into an alternative the check did not
+            // need) and stopped there: still refused.
+            violations.push(Violation {
+                path: "input".to_owned(),
+                problem: "nested too deeply to check against this tool's schema".to_owned(),
+            });
+        }
         if violations.is_empty() {
             Ok(())
         } else {
@@ -197,73 +405,436 @@ fn schema_error(path: &str, problem: &str) -> SchemaError {
     }
 }
 
-fn compile_node(schema: &Value, path: &mut String) -> Result<Node, SchemaError> {
-    let object = match schema {
-        Value::Bool(true) => return Ok(Node::Any),
-        Value::Bool(false) => return Ok(Node::Never),
-        Value::Object(object) => object,
-        _ => {
-            return Err(schema_error(
-                path,
-                "a schema must be an object or a boolean",
-            ));
+/// A referenced schema while the document is compiled.
+struct Compiled {
+    node: Node,
+    /// How many `$ref`s name it.
+    names: usize,
+    /// The reference, normalised (`#/$defs/A`), for messages.
+    label: String,
+}
+
+struct Compiler<'a> {
+    document: &'a Value,
+    /// The document's `$id` without its fragment: a `$ref` starting with it is local.
+    base: Option<&'a str>,
+    targets: Vec<Compiled>,
+    /// The target compiled for each referenced schema, by its address in the document (two
+    /// spellings of one pointer, `#/$defs/A` and `#/%24defs/A`, are one target).
+    by_address: HashMap<*const Value, usize>,
+    /// Targets named but not compiled yet, with their place in the document.
+    pending: Vec<(usize, &'a Value, String)>,
+}
+
+impl<'a> Compiler<'a> {
+    fn node(&mut self, schema: &'a Value, path: &mut String) -> Result<Node, SchemaError> {
+        let object = match schema {
+            Value::Bool(true) => return Ok(Node::Any),
+            Value::Bool(false) => return Ok(Node::Never),
+            Value::Object(object) => object,
+            _ => {
+                return Err(schema_error(
+                    path,
+                    "a schema must be an object or a boolean",
+                ));
+            }
+        };
+        let mut checks = Checks {
+            types: compile_types(object, path)?,
+            ..Checks::default()
+        };
+        if let Some(allowed) = object.get("enum") {
+            let Value::Array(values) = allowed else {
+                return Err(schema_error(path, "`enum` must be an array"));
+            };
+            checks.allowed = Some(values.clone());
         }
-    };
-    let mut checks = Checks {
-        types: compile_types(object, path)?,
-        ..Checks::default()
-    };
-    if let Some(allowed) = object.get("enum") {
-        let Value::Array(values) = allowed else {
-            return Err(schema_error(path, "`enum` must be an array"));
-        };
-        checks.allowed = Some(values.clone());
+        checks.constant = object.get("const").cloned();
+        if let Some(pattern) = object.get("pattern") {
+            let Value::String(pattern) = pattern else {
+                return Err(schema_error(path, "`pattern` must be a string"));
+            };
+            checks.pattern = Pattern::compile(pattern, path);
+        }
+        if let Some(required) = object.get("required") {
+            checks.required = string_list(required)
+                .ok_or_else(|| schema_error(path, "`required` must be an array of strings"))?;
+        }
+        checks.properties = self.named(object, "properties", path)?;
+        for (source, node) in self.named(object, "patternProperties", path)? {
+            // A pattern the engine cannot run leaves its properties unchecked (and to
+            // `additionalProperties`, which may then refuse them: the safer side).
+            if let Some(pattern) = Pattern::compile(&source, path) {
+                checks.pattern_properties.push((pattern, node));
+            }
+        }
+        checks.additional = self.child(object, "additionalProperties", path)?;
+        self.dependencies(object, &mut checks, path)?;
+        match (object.get("prefixItems"), object.get("items")) {
+            (Some(prefix), _) => {
+                checks.tuple = self.list(prefix, "prefixItems", path)?;
+                checks.items_from = checks.tuple.len();
+                checks.items = self.child(object, "items", path)?;
+            }
+            (None, Some(positions @ Value::Array(_))) => {
+                checks.tuple = self.list(positions, "items", path)?;
+            }
+            (None, _) => checks.items = self.child(object, "items", path)?,
+        }
+        checks.bounds = compile_bounds(object, path)?.map(Box::new);
+        if let Some(reference) = object.get("$ref") {
+            let Value::String(reference) = reference else {
+                return Err(schema_error(path, "`$ref` must be a string"));
+            };
+            checks.reference = self.reference(reference, path)?;
+        }
+        for (keyword, nodes) in [
+            ("allOf", &mut checks.all_of),
+            ("anyOf", &mut checks.any_of),
+            ("oneOf", &mut checks.one_of),
+        ] {
+            if let Some(list) = object.get(keyword) {
+                *nodes = self.list(list, keyword, path)?;
+                if nodes.is_empty() {
+                    return Err(schema_error(
+                        path,
+                        &format!("`{keyword}` must not be empty"),
+                    ));
+                }
+            }
+        }
+        checks.not = self.child(object, "not", path)?;
+        if let Some(test) = self.child(object, "if", path)? {
+            let then = self.child(object, "then", path)?;
+            let otherwise = self.child(object, "else", path)?;
+            // Without `then` and `else`, `if` decides nothing.
+            if then.is_some() || otherwise.is_some() {
+                checks.condition = Some(Box::new(Condition {
+                    test,
+                    then,
+                    otherwise,
+                }));
+            }
+        }
+        let trivial = checks == Checks::default();
+        Ok(if trivial {
+            Node::Any
+        } else {
+            Node::Checks(Box::new(checks))
+        })
     }
-    checks.constant = object.get("const").cloned();
-    if let Some(required) = object.get("required") {
-        let names = required.as_array().and_then(|names| {
-            names
-                .iter()
-                .map(|name| name.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-        });
-        checks.required =
-            names.ok_or_else(|| schema_error(path, "`required` must be an array of strings"))?;
-    }
-    if let Some(properties) = object.get("properties") {
-        let Value::Object(properties) = properties else {
-            return Err(schema_error(path, "`properties` must be an object"));
+
+    fn child(
+        &mut self,
+        object: &'a Map<String, Value>,
+        keyword: &str,
+        path: &mut String,
+    ) -> Result<Option<Node>, SchemaError> {
+        let Some(sub) = object.get(keyword) else {
+            return Ok(None);
         };
-        for (name, sub) in properties {
+        let mark = path.len();
+        let _ = write!(path, "/{keyword}");
+        let node = self.node(sub, path)?;
+        path.truncate(mark);
+        Ok(Some(node))
+    }
+
+    /// The schemas of an array under `keyword` (tuple positions, `allOf`, ...).
+    fn list(
+        &mut self,
+        list: &'a Value,
+        keyword: &str,
+        path: &mut String,
+    ) -> Result<Vec<Node>, SchemaError> {
+        let Value::Array(list) = list else {
+            return Err(schema_error(path, &format!("`{keyword}` must be an array")));
+        };
+        let mut nodes = Vec::with_capacity(list.len());
+        for (i, sub) in list.iter().enumerate() {
             let mark = path.len();
-            let _ = write!(path, "/properties/{name}");
-            checks
-                .properties
-                .push((name.clone(), compile_node(sub, path)?));
+            let _ = write!(path, "/{keyword}/{i}");
+            nodes.push(self.node(sub, path)?);
             path.truncate(mark);
         }
+        Ok(nodes)
     }
-    checks.additional = compile_child(object, "additionalProperties", path)?;
-    match (object.get("prefixItems"), object.get("items")) {
-        (Some(prefix), _) => {
-            checks.tuple = compile_positions(prefix, "prefixItems", path)?;
-            checks.items_from = checks.tuple.len();
-            checks.items = compile_child(object, "items", path)?;
+
+    /// The schemas of an object under `keyword` (`properties`, ...), by name.
+    fn named(
+        &mut self,
+        object: &'a Map<String, Value>,
+        keyword: &str,
+        path: &mut String,
+    ) -> Result<Vec<(String, Node)>, SchemaError> {
+        let Some(named) = object.get(keyword) else {
+            return Ok(Vec::new());
+        };
+        let Value::Object(named) = named else {
+            return Err(schema_error(
+                path,
+                &format!("`{keyword}` must be an object"),
+            ));
+        };
+        let mut nodes = Vec::with_capacity(named.len());
+        for (name, sub) in named {
+            let mark = path.len();
+            let _ = write!(path, "/{keyword}/{name}");
+            nodes.push((name.clone(), self.node(sub, path)?));
+            path.truncate(mark);
         }
-        (None, Some(positions @ Value::Array(_))) => {
-            checks.tuple = compile_positions(positions, "items", path)?;
-        }
-        (None, _) => checks.items = compile_child(object, "items", path)?,
+        Ok(nodes)
     }
-    checks.bounds = compile_bounds(object, path)?.map(Box::new);
-    let trivial = checks == Checks::default();
-    Ok(if trivial {
-        Node::Any
-    } else {
-        Node::Checks(Box::new(checks))
+
+    /// `dependentRequired`, `dependentSchemas`, and draft-07's `dependencies` (both at once).
+    fn dependencies(
+        &mut self,
+        object: &'a Map<String, Value>,
+        checks: &mut Checks,
+        path: &mut String,
+    ) -> Result<(), SchemaError> {
+        for keyword in ["dependentRequired", "dependencies"] {
+            let Some(map) = object.get(keyword) else {
+                continue;
+            };
+            let Value::Object(map) = map else {
+                return Err(schema_error(
+                    path,
+                    &format!("`{keyword}` must be an object"),
+                ));
+            };
+            for (name, value) in map {
+                if keyword == "dependencies" && !value.is_array() {
+                    continue;
+                }
+                let names = string_list(value).ok_or_else(|| {
+                    schema_error(
+                        path,
+                        &format!("`{keyword}` values must be arrays of strings"),
+                    )
+                })?;
+                checks.dependent_required.push((name.clone(), names));
+            }
+        }
+        checks.dependent_schemas = self.named(object, "dependentSchemas", path)?;
+        if let Some(Value::Object(map)) = object.get("dependencies") {
+            for (name, sub) in map.iter().filter(|(_, sub)| !sub.is_array()) {
+                let mark = path.len();
+                let _ = write!(path, "/dependencies/{name}");
+                let node = self.node(sub, path)?;
+                path.truncate(mark);
+                checks.dependent_schemas.push((name.clone(), node));
+            }
+        }
+        Ok(())
+    }
+
+    /// The target a `$ref` names, compiled later (`None` for a reference to another document,
+    /// which is not checked).
+    fn reference(&mut self, reference: &str, path: &str) -> Result<Option<usize>, SchemaError> {
+        let (uri, fragment) = reference.split_once('#').unwrap_or((reference, ""));
+        let local = uri.is_empty() || self.base == Some(uri);
+        let pointer = if local {
+            percent_decode(fragment).ok_or_else(|| {
+                schema_error(
+                    path,
+                    &format!("`$ref` \"{reference}\" is not a valid URI fragment"),
+                )
+            })?
+        } else {
+            String::new()
+        };
+        if !local || !(pointer.is_empty() || pointer.starts_with('/')) {
+            // Another document, or an anchor: neither fetched nor searched. Refusing the schema
+            // would make tools unregistrable that registered (unchecked) before.
+            tracing::warn!(
+                schema_path = if path.is_empty() { "/" } else { path },
+                reference,
+                "input schema `$ref` to another document or an anchor is not followed; \
+                 what it names is not checked"
+            );
+            return Ok(None);
+        }
+        let target = resolve(self.document, &pointer).ok_or_else(|| {
+            schema_error(
+                path,
+                &format!("`$ref` \"{reference}\" does not resolve in this schema"),
+            )
+        })?;
+        let address: *const Value = target;
+        let next = self.targets.len();
+        let index = *self.by_address.entry(address).or_insert(next);
+        if index == next {
+            self.targets.push(Compiled {
+                node: Node::Any,
+                names: 0,
+                label: format!("#{pointer}"),
+            });
+            self.pending.push((index, target, pointer));
+        }
+        self.targets[index].names += 1;
+        Ok(Some(index))
+    }
+}
+
+fn string_list(value: &Value) -> Option<Vec<String>> {
+    value.as_array().and_then(|names| {
+        names
+            .iter()
+            .map(|name| name.as_str().map(str::to_owned))
+            .collect()
     })
 }
 
+/// A URI fragment with its `%XX` escapes decoded; `None` when they are malformed or do not
+/// spell UTF-8.
+fn percent_decode(fragment: &str) -> Option<String> {
+    if !fragment.contains('%') {
+        return Some(fragment.to_owned());
+    }
+    let mut bytes = Vec::with_capacity(fragment.len());
+    let mut rest = fragment.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = tail.get(..2)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(byte);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// The value a JSON pointer (RFC 6901, already percent-decoded) names in `document`.
+fn resolve<'a>(document: &'a Value, pointer: &str) -> Option<&'a Value> {
+    if pointer.is_empty() {
+        return Some(document);
+    }
+    let mut value = document;
+    for token in pointer.strip_prefix('/')?.split('/') {
+        let token = unescape_token(token)?;
+        value = match value {
+            Value::Object(object) => object.get(token.as_str())?,
+            Value::Array(items) => {
+                // RFC 6901: decimal digits, no leading zero.
+                let canonical = token.bytes().all(|b| b.is_ascii_digit())
+                    && (token == "0" || !token.starts_with('0'));
+                if !canonical {
+                    return None;
+                }
+                items.get(token.parse::<usize>().ok()?)?
+            }
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
+/// A pointer token with `~1` as `/` and `~0` as `~`; `None` for another `~` sequence.
+fn unescape_token(token: &str) -> Option<String> {
+    let mut out = String::with_capacity(token.len());
+    let mut chars = token.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' {
+            match chars.next() {
+                Some('0') => out.push('~'),
+                Some('1') => out.push('/'),
+                _ => return None,
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+/// The targets `node` applies to the very value it is applied to (through `$ref`, `allOf`,
+/// `anyOf`, `oneOf`, `not`, `if`/`then`/`else`, `dependentSchemas`), as opposed to the values
+/// inside it (`properties`, `items`, ...).
+fn in_place_targets(node: &Node, found: &mut Vec<usize>) {
+    let Node::Checks(checks) = node else {
+        return;
+    };
+    found.extend(checks.reference);
+    let condition = checks.condition.iter().flat_map(|condition| {
+        [
+            Some(&condition.test),
+            condition.then.as_ref(),
+            condition.otherwise.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+    });
+    let nodes = (checks.all_of.iter())
+        .chain(&checks.any_of)
+        .chain(&checks.one_of)
+        .chain(&checks.not)
+        .chain(checks.dependent_schemas.iter().map(|(_, node)| node))
+        .chain(condition);
+    for node in nodes {
+        in_place_targets(node, found);
+    }
+}
+
+/// Refuses a cycle of targets that applies to the same value round and round: following it
+/// would never end (JSON Schema leaves such a schema undefined). A cycle through `properties`
+/// or `items` is a recursive type, and ends with the input.
+fn find_cycle(targets: &[Compiled]) -> Result<(), SchemaError> {
+    let edges: Vec<Vec<usize>> = targets
+        .iter()
+        .map(|target| {
+            let mut found = Vec::new();
+            in_place_targets(&target.node, &mut found);
+            found
+        })
+        .collect();
+    // Iterative depth-first search (a long chain of references must not exhaust the stack):
+    // 0 unvisited, 1 on the current path, 2 done.
+    let mut state = vec![0u8; targets.len()];
+    for start in 0..targets.len() {
+        if state[start] != 0 {
+            continue;
+        }
+        let mut stack = vec![(start, 0usize)];
+        state[start] = 1;
+        while let Some((node, next)) = stack.last_mut() {
+            let node = *node;
+            if let Some(&to) = edges[node].get(*next) {
+                *next += 1;
+                match state[to] {
+                    0 => {
+                        state[to] = 1;
+                        stack.push((to, 0));
+                    }
+                    1 => {
+                        let from = stack.iter().position(|&(n, _)| n == to).unwrap_or(0);
+                        let mut labels: Vec<&str> = stack[from..]
+                            .iter()
+                            .map(|&(n, _)| targets[n].label.as_str())
+                            .collect();
+                        labels.push(targets[to].label.as_str());
+                        let path = targets[to].label.trim_start_matches('#');
+                        return Err(schema_error(
+                            path,
+                            &format!(
+                                "`$ref` cycle that never reaches a value's contents: {}",
+                                labels.join(" -> ")
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+            } else {
+                state[node] = 2;
+                stack.pop();
+            }
+        }
+    }
+    Ok(())
+}
 fn compile_types(object: &Map<String, Value>, path: &str) -> Result<Option<TypeSet>, SchemaError> {
     let unknown = |name: &str| schema_error(path, &format!("unknown type `{name}`"));
     match object.get("type") {
@@ -487,40 +1058,6 @@ fn is_multiple(number: &Number, step: &Number) -> bool {
     (x - step * nearest).abs() <= 2.0 * f64::EPSILON * x.abs()
 }
 
-fn compile_child(
-    object: &Map<String, Value>,
-    keyword: &str,
-    path: &mut String,
-) -> Result<Option<Node>, SchemaError> {
-    let Some(sub) = object.get(keyword) else {
-        return Ok(None);
-    };
-    let mark = path.len();
-    let _ = write!(path, "/{keyword}");
-    let node = compile_node(sub, path)?;
-    path.truncate(mark);
-    Ok(Some(node))
-}
-
-/// The schemas of a tuple's leading positions (an array under `keyword`).
-fn compile_positions(
-    positions: &Value,
-    keyword: &str,
-    path: &mut String,
-) -> Result<Vec<Node>, SchemaError> {
-    let Value::Array(positions) = positions else {
-        return Err(schema_error(path, &format!("`{keyword}` must be an array")));
-    };
-    let mut nodes = Vec::with_capacity(positions.len());
-    for (i, sub) in positions.iter().enumerate() {
-        let mark = path.len();
-        let _ = write!(path, "/{keyword}/{i}");
-        nodes.push(compile_node(sub, path)?);
-        path.truncate(mark);
-    }
-    Ok(nodes)
-}
-
 fn report(violations: &mut Vec<Violation>, path: &str, problem: String) {
     if violations.len() < MAX_REPORTED {
         violations.push(Violation {
@@ -530,63 +1067,526 @@ fn report(violations: &mut Vec<Violation>, path: &str, problem: String) {
     }
 }
 
-/// Whether `value` satisfies `node` (the same rules as [`check`], without reporting).
-fn conforms(node: &Node, value: &Value) -> bool {
-    let checks = match node {
-        Node::Any => return true,
-        Node::Never => return false,
-        Node::Checks(checks) => checks,
-    };
-    if checks.types.is_some_and(|types| !types.accepts(value)) {
-        return false;
-    }
-    if checks
-        .allowed
-        .as_ref()
-        .is_some_and(|allowed| !is_member(allowed, value))
-    {
-        return false;
-    }
-    if checks
-        .constant
-        .as_ref()
-        .is_some_and(|constant| !json_equal(constant, value))
-    {
-        return false;
-    }
-    if checks
-        .bounds
-        .as_ref()
-        .is_some_and(|bounds| broken_bound(bounds, value).is_some())
-    {
-        return false;
-    }
-    match value {
-        Value::Object(object) => {
-            checks.required.iter().all(|name| object.contains_key(name))
-                && object.iter().all(|(name, value)| {
-                    match checks.properties.iter().find(|(known, _)| known == name) {
-                        Some((_, node)) => conforms(node, value),
-                        None => checks
-                            .additional
-                            .as_ref()
-                            .is_none_or(|node| conforms(node, value)),
-                    }
-                })
+/// The state of one validation's walks.
+#[derive(Default)]
+struct Walk {
+    /// Schema steps nested now.
+    depth: usize,
+    /// A walk went past [`MAX_DEPTH`]: the verdict covers only part of the input.
+    too_deep: bool,
+    /// The verdict of a shared target on a value, by the value's address (stable while the
+    /// input is borrowed). Allocated only when a shared target is first applied.
+    verdicts: HashMap<(usize, *const Value), bool>,
+}
+
+/// How far `value` is from satisfying `node`, judged on `node`'s own keywords and one level of
+/// its properties, for choosing which `anyOf`/`oneOf` alternative to report on (a full walk
+/// of each alternative would cost a walk per alternative per level). `None`: a wrong type.
+fn distance(schema: &InputSchema, node: &Node, value: &Value) -> Option<usize> {
+    let mut node = node;
+    let mut total = 0;
+    // Following `$ref`s ends: a cycle of them was refused at compile time; the bound is only a
+    // second guard.
+    for _ in 0..=schema.targets.len() {
+        let checks = match node {
+            Node::Any => return Some(total),
+            Node::Never => return None,
+            Node::Checks(checks) => checks,
+        };
+        if checks.types.is_some_and(|types| !types.accepts(value)) {
+            return None;
         }
-        Value::Array(items) => {
-            checks.items.as_ref().is_none_or(|node| {
-                items
-                    .iter()
-                    .skip(checks.items_from)
-                    .all(|item| conforms(node, item))
-            }) && checks
-                .tuple
+        // A `const` or `enum` missed is a strong sign of the wrong alternative (a tag).
+        if checks
+            .allowed
+            .as_ref()
+            .is_some_and(|allowed| !is_member(allowed, value))
+            || checks
+                .constant
+                .as_ref()
+                .is_some_and(|c| !json_equal(c, value))
+        {
+            total += 10;
+        }
+        if checks
+            .bounds
+            .as_ref()
+            .is_some_and(|b| broken_bound(b, value).is_some())
+        {
+            total += 1;
+        }
+        if let Value::Object(object) = value {
+            total += checks
+                .required
                 .iter()
-                .zip(items)
-                .all(|(node, item)| conforms(node, item))
+                .filter(|name| !object.contains_key(*name))
+                .count();
+            for (name, value) in object {
+                let Some((_, Node::Checks(property))) =
+                    checks.properties.iter().find(|(known, _)| known == name)
+                else {
+                    continue;
+                };
+                if property.types.is_some_and(|types| !types.accepts(value)) {
+                    total += 1;
+                }
+                if property
+                    .allowed
+                    .as_ref()
+                    .is_some_and(|allowed| !is_member(allowed, value))
+                    || property
+                        .constant
+                        .as_ref()
+                        .is_some_and(|c| !json_equal(c, value))
+                {
+                    total += 10;
+                }
+            }
         }
-        _ => true,
+        match checks.reference {
+            Some(index) => node = &schema.targets[index].node,
+            None => return Some(total),
+        }
+    }
+    Some(total)
+}
+
+/// The types `node` admits, following `$ref`s (`None`: any type).
+fn admitted_types(schema: &InputSchema, node: &Node) -> Option<TypeSet> {
+    let mut node = node;
+    for _ in 0..=schema.targets.len() {
+        match node {
+            Node::Any => return None,
+            Node::Never => return Some(TypeSet(0)),
+            Node::Checks(checks) => {
+                if checks.types.is_some() {
+                    return checks.types;
+                }
+                node = &schema.targets[checks.reference?].node;
+            }
+        }
+    }
+    None
+}
+
+/// `1`, `0 and 2`, `0, 1 and 2`.
+fn enumerate(indices: &[usize]) -> String {
+    let mut text = String::new();
+    for (n, index) in indices.iter().enumerate() {
+        if n > 0 {
+            text.push_str(if n + 1 == indices.len() {
+                " and "
+            } else {
+                ", "
+            });
+        }
+        let _ = write!(text, "{index}");
+    }
+    text
+}
+
+impl InputSchema {
+    /// Whether `value` satisfies `node` (the same rules as [`InputSchema::check`], without
+    /// reporting).
+    fn conforms(&self, node: &Node, value: &Value, walk: &mut Walk) -> bool {
+        if walk.depth >= MAX_DEPTH {
+            walk.too_deep = true;
+            return false;
+        }
+        walk.depth += 1;
+        let verdict = self.conforms_here(node, value, walk);
+        walk.depth -= 1;
+        verdict
+    }
+
+    /// Whether `value` satisfies the target `index`, remembered for a shared one.
+    fn conforms_to_target(&self, index: usize, value: &Value, walk: &mut Walk) -> bool {
+        let target = &self.targets[index];
+        if !target.shared {
+            // Reached by one `$ref` only: each value meets it at most as often as that
+            // `$ref`'s own schema, so nothing is gained by remembering.
+            return self.conforms(&target.node, value, walk);
+        }
+        let key = (index, std::ptr::from_ref(value));
+        if let Some(&verdict) = walk.verdicts.get(&key) {
+            return verdict;
+        }
+        let verdict = self.conforms(&target.node, value, walk);
+        walk.verdicts.insert(key, verdict);
+        verdict
+    }
+
+    fn conforms_here(&self, node: &Node, value: &Value, walk: &mut Walk) -> bool {
+        let checks = match node {
+            Node::Any => return true,
+            Node::Never => return false,
+            Node::Checks(checks) => checks,
+        };
+        if checks.types.is_some_and(|types| !types.accepts(value)) {
+            return false;
+        }
+        if checks
+            .allowed
+            .as_ref()
+            .is_some_and(|allowed| !is_member(allowed, value))
+        {
+            return false;
+        }
+        if checks
+            .constant
+            .as_ref()
+            .is_some_and(|constant| !json_equal(constant, value))
+        {
+            return false;
+        }
+        if checks
+            .bounds
+            .as_ref()
+            .is_some_and(|bounds| broken_bound(bounds, value).is_some())
+        {
+            return false;
+        }
+        if let (Some(pattern), Value::String(text)) = (&checks.pattern, value)
+            && !pattern.matches(text)
+        {
+            return false;
+        }
+        if let Some(index) = checks.reference
+            && !self.conforms_to_target(index, value, walk)
+        {
+            return false;
+        }
+        if !checks
+            .all_of
+            .iter()
+            .all(|node| self.conforms(node, value, walk))
+        {
+            return false;
+        }
+        if !checks.any_of.is_empty()
+            && !checks
+                .any_of
+                .iter()
+                .any(|node| self.conforms(node, value, walk))
+        {
+            return false;
+        }
+        if !checks.one_of.is_empty() {
+            // Every alternative is tried (two matches refuse): linear in the alternatives.
+            let mut matched = 0;
+            for node in &checks.one_of {
+                if self.conforms(node, value, walk) {
+                    matched += 1;
+                    if matched > 1 {
+                        return false;
+                    }
+                }
+            }
+            if matched == 0 {
+                return false;
+            }
+        }
+        if let Some(not) = &checks.not
+            && self.conforms(not, value, walk)
+        {
+            return false;
+        }
+        if let Some(condition) = &checks.condition {
+            let branch = if self.conforms(&condition.test, value, walk) {
+                &condition.then
+            } else {
+                &condition.otherwise
+            };
+            if let Some(branch) = branch
+                && !self.conforms(branch, value, walk)
+            {
+                return false;
+            }
+        }
+        match value {
+            Value::Object(object) => self.object_conforms(checks, object, value, walk),
+            Value::Array(items) => {
+                checks.items.as_ref().is_none_or(|node| {
+                    items
+                        .iter()
+                        .skip(checks.items_from)
+                        .all(|item| self.conforms(node, item, walk))
+                }) && checks
+                    .tuple
+                    .iter()
+                    .zip(items)
+                    .all(|(node, item)| self.conforms(node, item, walk))
+            }
+            _ => true,
+        }
+    }
+
+    fn object_conforms(
+        &self,
+        checks: &Checks,
+        object: &Map<String, Value>,
+        value: &Value,
+        walk: &mut Walk,
+    ) -> bool {
+        checks.required.iter().all(|name| object.contains_key(name))
+            && checks.dependent_required.iter().all(|(name, needed)| {
+                !object.contains_key(name) || needed.iter().all(|n| object.contains_key(n))
+            })
+            && checks
+                .dependent_schemas
+                .iter()
+                .all(|(name, node)| !object.contains_key(name) || self.conforms(node, value, walk))
+            && object.iter().all(|(name, value)| {
+                let mut covered = false;
+                if let Some((_, node)) = checks.properties.iter().find(|(known, _)| known == name) {
+                    if !self.conforms(node, value, walk) {
+                        return false;
+                    }
+                    covered = true;
+                }
+                for (pattern, node) in &checks.pattern_properties {
+                    if pattern.matches(name) {
+                        if !self.conforms(node, value, walk) {
+                            return false;
+                        }
+                        covered = true;
+                    }
+                }
+                covered
+                    || checks
+                        .additional
+                        .as_ref()
+                        .is_none_or(|node| self.conforms(node, value, walk))
+            })
+    }
+
+    fn check(
+        &self,
+        node: &Node,
+        value: &Value,
+        path: &mut String,
+        violations: &mut Vec<Violation>,
+        walk: &mut Walk,
+    ) {
+        // Past the cap nothing more is reported, so nothing more is walked.
+        if violations.len() >= MAX_REPORTED {
+            return;
+        }
+        if walk.depth >= MAX_DEPTH {
+            walk.too_deep = true;
+            return;
+        }
+        walk.depth += 1;
+        self.check_here(node, value, path, violations, walk);
+        walk.depth -= 1;
+    }
+
+    fn check_here(
+        &self,
+        node: &Node,
+        value: &Value,
+        path: &mut String,
+        violations: &mut Vec<Violation>,
+        walk: &mut Walk,
+    ) {
+        let checks = match node {
+            Node::Any => return,
+            Node::Never => return report(violations, path, "no value is allowed here".to_owned()),
+            Node::Checks(checks) => checks,
+        };
+        if let Some(types) = checks.types
+            && !types.accepts(value)
+        {
+            let problem = format!("expected {}, got {}", types.describe(), type_name(value));
+            return report(violations, path, problem);
+        }
+        if let Some(allowed) = &checks.allowed
+            && !is_member(allowed, value)
+        {
+            let list = Value::Array(allowed.clone());
+            report(violations, path, format!("must be one of {list}"));
+        }
+        if let Some(constant) = &checks.constant
+            && !json_equal(constant, value)
+        {
+            report(violations, path, format!("must be {constant}"));
+        }
+        if let Some(problem) = checks
+            .bounds
+            .as_ref()
+            .and_then(|bounds| broken_bound(bounds, value))
+        {
+            report(violations, path, problem);
+        }
+        if let (Some(pattern), Value::String(text)) = (&checks.pattern, value)
+            && !pattern.matches(text)
+        {
+            let source = Value::String(pattern.source.clone());
+            report(violations, path, format!("must match the pattern {source}"));
+        }
+        // A shared target is walked only where it fails (its verdict is remembered), so that
+        // the report costs no more than the check.
+        if let Some(index) = checks.reference {
+            let target = &self.targets[index];
+            if !target.shared || !self.conforms_to_target(index, value, walk) {
+                self.check(&target.node, value, path, violations, walk);
+            }
+        }
+        for node in &checks.all_of {
+            self.check(node, value, path, violations, walk);
+        }
+        if !checks.any_of.is_empty()
+            && !checks
+                .any_of
+                .iter()
+                .any(|node| self.conforms(node, value, walk))
+        {
+            self.report_no_match(&checks.any_of, "anyOf", value, path, violations, walk);
+        }
+        if !checks.one_of.is_empty() {
+            let matched: Vec<usize> = (0..checks.one_of.len())
+                .filter(|&i| self.conforms(&checks.one_of[i], value, walk))
+                .collect();
+            if matched.is_empty() {
+                self.report_no_match(&checks.one_of, "oneOf", value, path, violations, walk);
+            } else if matched.len() > 1 {
+                let problem = format!(
+                    "must match exactly one alternative of `oneOf`, matched {} alternatives ({})",
+                    matched.len(),
+                    enumerate(&matched)
+                );
+                report(violations, path, problem);
+            }
+        }
+        if let Some(not) = &checks.not
+            && self.conforms(not, value, walk)
+        {
+            let problem = "must not match the schema under `not`".to_owned();
+            report(violations, path, problem);
+        }
+        if let Some(condition) = &checks.condition {
+            let branch = if self.conforms(&condition.test, value, walk) {
+                &condition.then
+            } else {
+                &condition.otherwise
+            };
+            if let Some(branch) = branch {
+                self.check(branch, value, path, violations, walk);
+            }
+        }
+        match value {
+            Value::Object(object) => {
+                self.check_object(checks, object, value, path, violations, walk)
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let rest = checks.items.iter().filter(|_| i >= checks.items_from);
+                    let nodes = checks.tuple.get(i).into_iter().chain(rest);
+                    for node in nodes {
+                        let mark = path.len();
+                        let _ = write!(path, "[{i}]");
+                        self.check(node, item, path, violations, walk);
+                        path.truncate(mark);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Reports that no alternative of `keyword` matched: the alternatives' types when the
+    /// value's fits none, else the problems of the closest alternative.
+    fn report_no_match(
+        &self,
+        alternatives: &[Node],
+        keyword: &str,
+        value: &Value,
+        path: &mut String,
+        violations: &mut Vec<Violation>,
+        walk: &mut Walk,
+    ) {
+        let closest = alternatives
+            .iter()
+            .enumerate()
+            .filter_map(|(i, node)| distance(self, node, value).map(|d| (d, i)))
+            .min();
+        let Some((_, closest)) = closest else {
+            let mut types = TypeSet(0);
+            for node in alternatives {
+                types.0 |= admitted_types(self, node).map_or(0, |set| set.0);
+            }
+            let problem = format!(
+                "matches no alternative of `{keyword}`: expected {}, got {}",
+                types.describe(),
+                type_name(value)
+            );
+            return report(violations, path, problem);
+        };
+        let problem =
+            format!("matches no alternative of `{keyword}`; the closest is alternative {closest}");
+        report(violations, path, problem);
+        self.check(&alternatives[closest], value, path, violations, walk);
+    }
+
+    fn check_object(
+        &self,
+        checks: &Checks,
+        object: &Map<String, Value>,
+        whole: &Value,
+        path: &mut String,
+        violations: &mut Vec<Violation>,
+        walk: &mut Walk,
+    ) {
+        for name in &checks.required {
+            if !object.contains_key(name) {
+                report(
+                    violations,
+                    path,
+                    format!("missing required property \"{name}\""),
+                );
+            }
+        }
+        for (name, needed) in &checks.dependent_required {
+            if !object.contains_key(name) {
+                continue;
+            }
+            for other in needed.iter().filter(|other| !object.contains_key(*other)) {
+                let problem =
+                    format!("property \"{other}\" is required when \"{name}\" is present");
+                report(violations, path, problem);
+            }
+        }
+        for (name, node) in &checks.dependent_schemas {
+            if object.contains_key(name) {
+                self.check(node, whole, path, violations, walk);
+            }
+        }
+        for (name, value) in object {
+            let mark = path.len();
+            let _ = write!(path, ".{name}");
+            let mut covered = false;
+            if let Some((_, node)) = checks.properties.iter().find(|(known, _)| known == name) {
+                self.check(node, value, path, violations, walk);
+                covered = true;
+            }
+            for (pattern, node) in &checks.pattern_properties {
+                if pattern.matches(name) {
+                    self.check(node, value, path, violations, walk);
+                    covered = true;
+                }
+            }
+            if !covered {
+                match &checks.additional {
+                    Some(Node::Never) => {
+                        path.truncate(mark);
+                        report(violations, path, format!("unexpected property \"{name}\""));
+                    }
+                    Some(node) => self.check(node, value, path, violations, walk),
+                    None => {}
+                }
+            }
+            path.truncate(mark);
+        }
     }
 }
 
@@ -610,87 +1610,6 @@ fn json_equal(a: &Value, b: &Value) -> bool {
                     .all(|(key, x)| y.get(key).is_some_and(|y| json_equal(x, y)))
         }
         _ => a == b,
-    }
-}
-
-fn check(node: &Node, value: &Value, path: &mut String, violations: &mut Vec<Violation>) {
-    let checks = match node {
-        Node::Any => return,
-        Node::Never => return report(violations, path, "no value is allowed here".to_owned()),
-        Node::Checks(checks) => checks,
-    };
-    if let Some(types) = checks.types
-        && !types.accepts(value)
-    {
-        let problem = format!("expected {}, got {}", types.describe(), type_name(value));
-        return report(violations, path, problem);
-    }
-    if let Some(allowed) = &checks.allowed
-        && !is_member(allowed, value)
-    {
-        let list = Value::Array(allowed.clone());
-        report(violations, path, format!("must be one of {list}"));
-    }
-    if let Some(constant) = &checks.constant
-        && !json_equal(constant, value)
-    {
-        report(violations, path, format!("must be {constant}"));
-    }
-    if let Some(problem) = checks
-        .bounds
-        .as_ref()
-        .and_then(|bounds| broken_bound(bounds, value))
-    {
-        report(violations, path, problem);
-    }
-    match value {
-        Value::Object(object) => check_object(checks, object, path, violations),
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                let rest = checks.items.iter().filter(|_| i >= checks.items_from);
-                let nodes = checks.tuple.get(i).into_iter().chain(rest);
-                for node in nodes {
-                    let mark = path.len();
-                    let _ = write!(path, "[{i}]");
-                    check(node, item, path, violations);
-                    path.truncate(mark);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-fn check_object(
-    checks: &Checks,
-    object: &Map<String, Value>,
-    path: &mut String,
-    violations: &mut Vec<Violation>,
-) {
-    for name in &checks.required {
-        if !object.contains_key(name) {
-            report(
-                violations,
-                path,
-                format!("missing required property \"{name}\""),
-            );
-        }
-    }
-    for (name, value) in object {
-        let mark = path.len();
-        let _ = write!(path, ".{name}");
-        match checks.properties.iter().find(|(known, _)| known == name) {
-            Some((_, node)) => check(node, value, path, violations),
-            None => match &checks.additional {
-                Some(Node::Never) => {
-                    path.truncate(mark);
-                    report(violations, path, format!("unexpected property \"{name}\""));
-                }
-                Some(node) => check(node, value, path, violations),
-                None => {}
-            },
-        }
-        path.truncate(mark);
     }
 }
 
@@ -1023,6 +1942,490 @@ mod tests {
         assert_eq!(err.path, "/properties/a");
         assert!(InputSchema::compile(&json!(3)).is_err());
         assert!(InputSchema::compile(&json!({"items": {"enum": 1}})).is_err());
+        for (schema, problem) in [
+            (json!({"anyOf": []}), "`anyOf` must not be empty"),
+            (json!({"allOf": {}}), "`allOf` must be an array"),
+            (
+                json!({"patternProperties": []}),
+                "`patternProperties` must be an object",
+            ),
+            (
+                json!({"dependentRequired": {"a": "b"}}),
+                "`dependentRequired` values must be arrays of strings",
+            ),
+        ] {
+            let err = InputSchema::compile(&schema).unwrap_err();
+            assert_eq!(err.problem, problem, "{schema}");
+        }
+    }
+
+    /// `allOf` applies every subschema; `not` refuses what its subschema accepts.
+    #[test]
+    fn all_of_and_not_are_enforced() {
+        let schema = json!({
+            "allOf": [{"type": "object", "required": ["a"]}, {"required": ["b"]}],
+            "not": {"required": ["c"]},
+        });
+        assert!(problems(schema.clone(), json!({"a": 1, "b": 2})).is_empty());
+        assert_eq!(
+            problems(schema.clone(), json!({"b": 2})),
+            ["input: missing required property \"a\""]
+        );
+        assert_eq!(
+            problems(schema, json!({"a": 1, "b": 2, "c": 3})),
+            ["input: must not match the schema under `not`"]
+        );
+    }
+
+    /// `anyOf` needs one alternative: when none matches, the report says so and shows the
+    /// closest alternative's problems, or sums the alternatives' types up when the value's
+    /// type fits none.
+    #[test]
+    fn any_of_reports_the_closest_alternative() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "user": {"anyOf": [
+                    {"type": "object", "properties": {"name": {"type": "string"}}},
+                    {"type": "null"},
+                ]},
+            },
+        });
+        assert!(problems(schema.clone(), json!({"user": null})).is_empty());
+        assert!(problems(schema.clone(), json!({"user": {"name": "x"}})).is_empty());
+        assert_eq!(
+            problems(schema.clone(), json!({"user": 5})),
+            ["input.user: matches no alternative of `anyOf`: expected null or object, got number"]
+        );
+        assert_eq!(
+            problems(schema, json!({"user": {"name": 1}})),
+            [
+                "input.user: matches no alternative of `anyOf`; the closest is alternative 0",
+                "input.user.name: expected string, got number",
+            ]
+        );
+    }
+
+    /// `oneOf` needs exactly one alternative, and names them when several match.
+    #[test]
+    fn one_of_refuses_none_and_several() {
+        let schema = json!({"oneOf": [
+            {"type": "integer"},
+            {"type": "string"},
+            {"type": "number", "minimum": 0},
+        ]});
+        assert!(problems(schema.clone(), json!(-1)).is_empty());
+        assert!(problems(schema.clone(), json!("a")).is_empty());
+        assert_eq!(
+            problems(schema.clone(), json!(1)),
+            [
+                "input: must match exactly one alternative of `oneOf`, matched 2 alternatives (0 and 2)"
+            ]
+        );
+        assert_eq!(
+            problems(json!({"oneOf": [{}, true, {"type": "null"}]}), json!(null)),
+            [
+                "input: must match exactly one alternative of `oneOf`, matched 3 alternatives (0, 1 and 2)"
+            ]
+        );
+        assert_eq!(
+            problems(schema, json!(-0.5)),
+            [
+                "input: matches no alternative of `oneOf`; the closest is alternative 2",
+                "input: must be at least 0, got -0.5"
+            ]
+        );
+    }
+
+    /// Pydantic v2: `Optional[Model]` is `anyOf` of a `$ref` into `$defs` and `null`.
+    #[test]
+    fn pydantic_optional_nested_model() {
+        let schema = json!({
+            "$defs": {
+                "Address": {
+                    "properties": {
+                        "city": {"title": "City", "type": "string"},
+                        "zip": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null},
+                    },
+                    "required": ["city"],
+                    "title": "Address",
+                    "type": "object",
+                },
+            },
+            "properties": {
+                "name": {"title": "Name", "type": "string"},
+                "address": {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}]},
+                "tags": {"items": {"$ref": "#/$defs/Address"}, "type": "array"},
+            },
+            "required": ["name"],
+            "title": "Person",
+            "type": "object",
+        });
+        assert!(problems(schema.clone(), json!({"name": "a", "address": null})).is_empty());
+        assert!(
+            problems(
+                schema.clone(),
+                json!({"name": "a", "address": {"city": "b", "zip": null}, "tags": [{"city": "c"}]})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            problems(schema.clone(), json!({"name": "a", "tags": [{"zip": 1}]})),
+            [
+                "input.tags[0]: missing required property \"city\"",
+                "input.tags[0].zip: matches no alternative of `anyOf`: expected null or string, got number",
+            ]
+        );
+        assert_eq!(
+            problems(schema, json!({"name": "a", "address": {"zip": "1"}})),
+            [
+                "input.address: matches no alternative of `anyOf`; the closest is alternative 0",
+                "input.address: missing required property \"city\"",
+            ]
+        );
+        // Older generators (pydantic v1, zod-to-json-schema) use `definitions`.
+        let schema = json!({
+            "definitions": {"Id": {"type": "integer"}},
+            "properties": {"id": {"$ref": "#/definitions/Id"}},
+        });
+        assert_eq!(
+            problems(schema, json!({"id": "1"})),
+            ["input.id: expected integer, got string"]
+        );
+    }
+
+    /// What zod-to-json-schema emits: `anyOf` for unions, `pattern`, and `$ref` to an earlier
+    /// property's schema (`#/properties/...`) for a schema used twice.
+    #[test]
+    fn zod_style_schema() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "from": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"},
+                "to": {"$ref": "#/properties/from"},
+                "id": {"anyOf": [{"type": "string", "pattern": "^[a-z]+$"}, {"type": "number"}]},
+                "email": {
+                    "type": "string",
+                    "format": "email",
+                    "pattern": "^(?!\\.)(?!.*\\.\\.)([A-Z0-9_'+\\-\\.]*)[A-Z0-9_+-]@([A-Z0-9][A-Z0-9\\-]*\\.)+[A-Z]{2,}$",
+                },
+            },
+            "required": ["from", "to"],
+            "additionalProperties": false,
+            "$schema": "http://json-schema.org/draft-07/schema#",
+        });
+        let good = json!({"from": "2024-01-02", "to": "2024-01-03", "id": 7, "email": "whatever"});
+        assert!(problems(schema.clone(), good).is_empty());
+        assert_eq!(
+            problems(
+                schema,
+                json!({"from": "2024-1-2", "to": "x2024-01-03", "id": "A1"})
+            ),
+            [
+                "input.from: must match the pattern \"^\\\\d{4}-\\\\d{2}-\\\\d{2}$\"",
+                "input.to: must match the pattern \"^\\\\d{4}-\\\\d{2}-\\\\d{2}$\"",
+                "input.id: matches no alternative of `anyOf`; the closest is alternative 0",
+                "input.id: must match the pattern \"^[a-z]+$\"",
+            ]
+        );
+    }
+
+    /// Patterns are unanchored (ECMA-262 `test`), and `\d` and `\w` are ASCII as in ECMA-262.
+    #[test]
+    fn patterns_are_unanchored_and_ascii_classes() {
+        let schema = json!({"pattern": "\\d\\w"});
+        assert!(problems(schema.clone(), json!("xx1a")).is_empty());
+        assert!(
+            problems(schema.clone(), json!(12)).is_empty(),
+            "only strings"
+        );
+        assert_eq!(
+            problems(schema.clone(), json!("١a")).len(),
+            1,
+            "Arabic-Indic digit"
+        );
+        assert_eq!(problems(json!({"pattern": "[^\\d]"}), json!("1")).len(), 1);
+        assert!(problems(json!({"pattern": "[^\\D]"}), json!("1")).is_empty());
+        assert!(problems(json!({"pattern": "^\\/[\\w-]+$"}), json!("/a-b")).is_empty());
+        // A pattern the engine cannot run (look-around, back-references) is ignored, not
+        // refused: the tool still registers.
+        assert!(problems(json!({"pattern": "(a)\\1"}), json!("ab")).is_empty());
+        assert!(problems(json!({"pattern": "^(?=x)"}), json!("y")).is_empty());
+        let err = InputSchema::compile(&json!({"pattern": 1})).unwrap_err();
+        assert_eq!(err.problem, "`pattern` must be a string");
+    }
+
+    /// `patternProperties` checks the properties whose names match; `additionalProperties`
+    /// then applies only to the names neither `properties` nor a pattern covers.
+    #[test]
+    fn pattern_properties() {
+        let schema = json!({
+            "properties": {"id": {"type": "integer"}},
+            "patternProperties": {"^x-": {"type": "string"}, "-n$": {"type": "number"}},
+            "additionalProperties": false,
+        });
+        assert!(problems(schema.clone(), json!({"id": 1, "x-a": "b", "a-n": 2})).is_empty());
+        assert_eq!(
+            problems(schema, json!({"x-n": "b", "y": 1})),
+            [
+                "input.x-n: expected number, got string",
+                "input: unexpected property \"y\"",
+            ]
+        );
+    }
+
+    /// A tree type refers to itself; the depth of the input decides how far it is followed.
+    #[test]
+    fn recursive_refs() {
+        let schema = json!({
+            "$defs": {
+                "Node": {
+                    "type": "object",
+                    "properties": {
+                        "value": {"type": "integer"},
+                        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                    },
+                    "required": ["value"],
+                },
+            },
+            "$ref": "#/$defs/Node",
+        });
+        let mut deep = json!({"value": 0});
+        for _ in 0..60 {
+            deep = json!({"value": 1, "children": [deep, {"value": 2}]});
+        }
+        assert!(problems(schema.clone(), deep.clone()).is_empty());
+        let bad = json!({"value": 1, "children": [{"value": 2, "children": [{"value": "x"}]}]});
+        assert_eq!(
+            problems(schema.clone(), bad),
+            ["input.children[0].children[0].value: expected integer, got string"]
+        );
+        // `#` is the whole document.
+        let list = json!({"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}, "v": {"type": "string"}}});
+        let mut input = json!({"v": "end", "next": null});
+        for _ in 0..120 {
+            input = json!({"v": "x", "next": input});
+        }
+        assert!(problems(list.clone(), input).is_empty());
+        assert_eq!(
+            problems(list, json!({"next": {"next": {"v": 1}}})),
+            [
+                "input.next: matches no alternative of `anyOf`; the closest is alternative 0",
+                "input.next.next: matches no alternative of `anyOf`; the closest is alternative 0",
+                "input.next.next.v: expected string, got number",
+            ]
+        );
+    }
+
+    /// JSON pointers: `~1` is `/`, `~0` is `~`, and the fragment is percent-decoded; a pointer
+    /// may go through arrays.
+    #[test]
+    fn ref_pointers_are_unescaped() {
+        let schema = json!({
+            "$defs": {"a/b": {"type": "string"}, "m~n": {"type": "integer"}, "sp ace": {"type": "null"}},
+            "anyOf": [{"type": "boolean"}, {"minimum": 3}],
+            "properties": {
+                "x": {"$ref": "#/$defs/a~1b"},
+                "y": {"$ref": "#/$defs/m~0n"},
+                "z": {"$ref": "#/$defs/sp%20ace"},
+                "w": {"$ref": "#/anyOf/1"},
+                "v": {"$ref": "#/%24defs/a~1b"},
+            },
+        });
+        assert!(
+            problems(
+                schema.clone(),
+                json!({"x": "s", "y": 1, "z": null, "w": 4, "v": "t"})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            problems(schema, json!({"x": 1, "y": "s", "z": 0, "w": 2, "v": 1})),
+            [
+                "input.x: expected string, got number",
+                "input.y: expected integer, got string",
+                "input.z: expected null, got number",
+                "input.w: must be at least 3, got 2",
+                "input.v: expected string, got number",
+            ]
+        );
+    }
+
+    /// A `$ref` that resolves to nothing cannot be checked: registration fails naming it.
+    #[test]
+    fn unresolvable_refs_are_refused() {
+        for (schema, path, problem) in [
+            (
+                json!({"properties": {"a": {"$ref": "#/$defs/Missing"}}}),
+                "/properties/a",
+                "`$ref` \"#/$defs/Missing\" does not resolve in this schema",
+            ),
+            (
+                json!({"$ref": "#/items/5", "items": []}),
+                "/",
+                "`$ref` \"#/items/5\" does not resolve in this schema",
+            ),
+            (
+                json!({"$ref": "#/$defs/%zz"}),
+                "/",
+                "`$ref` \"#/$defs/%zz\" is not a valid URI fragment",
+            ),
+            (json!({"$ref": 5}), "/", "`$ref` must be a string"),
+            (
+                json!({"$defs": {"A": {"type": "nope"}}, "$ref": "#/$defs/A"}),
+                "/$defs/A",
+                "unknown type `nope`",
+            ),
+        ] {
+            let err = InputSchema::compile(&schema).unwrap_err();
+            assert_eq!(
+                (err.path.as_str(), err.problem.as_str()),
+                (path, problem),
+                "{schema}"
+            );
+        }
+        // An unused definition is not compiled, as JSON Schema does not apply it.
+        assert!(InputSchema::compile(&json!({"$defs": {"A": {"$ref": "#/nowhere"}}})).is_ok());
+    }
+
+    /// A remote `$ref` (another document) is not fetched: it is ignored, like a pattern the
+    /// engine cannot run; a `$ref` to the document's own `$id` is local.
+    #[test]
+    fn remote_refs_are_ignored() {
+        let schema = json!({"properties": {"a": {"$ref": "https://example.com/a.json#/x"}, "b": {"$ref": "other.json"}}});
+        assert!(problems(schema, json!({"a": 1, "b": 2})).is_empty());
+        let schema = json!({
+            "$id": "https://example.com/tool.json",
+            "$defs": {"A": {"type": "string"}},
+            "properties": {"a": {"$ref": "https://example.com/tool.json#/$defs/A"}},
+        });
+        assert_eq!(
+            problems(schema, json!({"a": 1})),
+            ["input.a: expected string, got number"]
+        );
+    }
+
+    /// A schema that is only a cycle of references says nothing about any value, and
+    /// following it would never end: refused at registration, naming the cycle.
+    #[test]
+    fn ref_cycles_are_refused() {
+        let err = InputSchema::compile(&json!({"$ref": "#"})).unwrap_err();
+        assert_eq!(
+            err.problem,
+            "`$ref` cycle that never reaches a value's contents: # -> #"
+        );
+        let err = InputSchema::compile(&json!({
+            "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"allOf": [{"$ref": "#/$defs/A"}]}},
+            "properties": {"x": {"$ref": "#/$defs/A"}},
+        }))
+        .unwrap_err();
+        assert_eq!(
+            err.problem,
+            "`$ref` cycle that never reaches a value's contents: #/$defs/A -> #/$defs/B -> #/$defs/A"
+        );
+        // A cycle through `properties` or `items` descends into the input each time round.
+        assert!(InputSchema::compile(&json!({"items": {"$ref": "#"}})).is_ok());
+    }
+
+    /// A recursive union (an expression tree) is checked in time linear in the input: each
+    /// shared definition is applied to each value once, however many alternatives reach it.
+    #[test]
+    fn recursive_unions_stay_linear() {
+        let schema = json!({
+            "$defs": {"E": {"oneOf": [
+                {"type": "object", "properties": {"op": {"const": "add"}, "l": {"$ref": "#/$defs/E"}, "r": {"$ref": "#/$defs/E"}}, "required": ["op"]},
+                {"type": "object", "properties": {"op": {"const": "mul"}, "l": {"$ref": "#/$defs/E"}, "r": {"$ref": "#/$defs/E"}}, "required": ["op"]},
+                {"type": "integer"},
+            ]}},
+            "$ref": "#/$defs/E",
+        });
+        let schema = InputSchema::compile(&schema).unwrap();
+        let mut input = json!(1);
+        for _ in 0..100 {
+            // The operand before the tag: each alternative walks it before the tag refuses.
+            input = json!({"l": input, "r": 2, "op": "add"});
+        }
+        // Without sharing, 2^100 walks: this would not finish.
+        assert!(schema.validate(&input).is_ok());
+        let mut bad = json!("x");
+        for _ in 0..100 {
+            bad = json!({"l": bad, "r": 2, "op": "mul"});
+        }
+        assert!(schema.validate(&bad).is_err());
+    }
+
+    /// `if`/`then`/`else`, `dependentRequired` and draft-07 `dependencies`.
+    #[test]
+    fn conditionals_and_dependencies() {
+        let schema = json!({
+            "if": {"properties": {"kind": {"const": "file"}}, "required": ["kind"]},
+            "then": {"required": ["path"]},
+            "else": {"required": ["url"]},
+            "dependentRequired": {"start": ["end"]},
+            "dependencies": {"a": ["b"], "c": {"required": ["d"]}},
+        });
+        assert!(problems(schema.clone(), json!({"kind": "file", "path": "p"})).is_empty());
+        assert!(problems(schema.clone(), json!({"url": "u", "start": 1, "end": 2})).is_empty());
+        assert_eq!(
+            problems(
+                schema.clone(),
+                json!({"kind": "file", "url": "u", "start": 1})
+            ),
+            [
+                "input: missing required property \"path\"",
+                "input: property \"end\" is required when \"start\" is present",
+            ]
+        );
+        assert_eq!(
+            problems(schema, json!({"url": "u", "a": 1, "c": 2})),
+            [
+                "input: property \"b\" is required when \"a\" is present",
+                "input: missing required property \"d\"",
+            ]
+        );
+    }
+
+    /// An input deeper than [`MAX_DEPTH`] schema steps is refused, not walked until the stack
+    /// runs out; within it, a deep input through a recursive schema passes. Run on a thread
+    /// with a small stack, as a bound on what the walks use (debug build frames).
+    #[test]
+    fn deep_walks_are_bounded() {
+        let check = || {
+            let schema = InputSchema::compile(&json!({"items": {"$ref": "#"}})).unwrap();
+            let mut deep = json!([]);
+            for _ in 0..127 {
+                deep = json!([deep]);
+            }
+            assert!(schema.validate(&deep).is_ok());
+            let mut deeper = json!([]);
+            for _ in 0..MAX_DEPTH {
+                deeper = Value::Array(vec![deeper]);
+            }
+            let problems: Vec<String> = match schema.validate(&deeper) {
+                Ok(()) => Vec::new(),
+                Err(violations) => violations.iter().map(ToString::to_string).collect(),
+            };
+            assert_eq!(
+                problems,
+                ["input: nested too deeply to check against this tool's schema"]
+            );
+            // Masked by an alternative that accepts anything, the depth still refuses: part
+            // of the input went unchecked.
+            let schema =
+                InputSchema::compile(&json!({"anyOf": [{"items": {"$ref": "#"}}, {}]})).unwrap();
+            assert!(schema.validate(&deeper).is_err());
+            // serde_json drops nested arrays recursively; unwound here to keep the stack small.
+            let mut value = deeper;
+            while let Value::Array(mut items) = value {
+                value = items.pop().unwrap_or(Value::Null);
+            }
+        };
+        std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(check)
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
@@ -1081,8 +2484,44 @@ mod tests {
             }))
             .unwrap();
             let mut violations = Vec::new();
-            check(&schema.root, &input, &mut String::from("input"), &mut violations);
-            proptest::prop_assert_eq!(conforms(&schema.root, &input), violations.is_empty());
+            let mut walk = Walk::default();
+            schema.check(&schema.root, &input, &mut String::from("input"), &mut violations, &mut walk);
+            let conforming = schema.conforms(&schema.root, &input, &mut Walk::default());
+            proptest::prop_assert_eq!(conforming, violations.is_empty());
+            proptest::prop_assert_eq!(schema.validate(&input).is_ok(), violations.is_empty());
+        }
+    }
+
+    proptest::proptest! {
+        /// The same for the applicators, references (a shared, recursive one among them) and
+        /// patterns.
+        #[test]
+        fn fast_and_reporting_walks_agree_on_applicators(input in arbitrary_json()) {
+            let schema = InputSchema::compile(&json!({
+                "$defs": {"T": {"anyOf": [
+                    {"type": "string", "pattern": "^r"},
+                    {"type": "array", "items": {"$ref": "#/$defs/T"}, "maxItems": 2},
+                    {"type": "null"},
+                ]}},
+                "type": "object",
+                "properties": {
+                    "path": {"$ref": "#/$defs/T"},
+                    "mode": {"oneOf": [{"type": "string"}, {"enum": ["read", 2]}, {"type": "integer"}]},
+                    "tags": {"allOf": [{"type": "array"}, {"not": {"items": {"type": "boolean"}}}]},
+                    "n": {"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": ["string", "object"]}},
+                    "pair": {"$ref": "#"},
+                },
+                "patternProperties": {"^r": {"type": ["array", "null"]}},
+                "dependentRequired": {"mode": ["path"]},
+                "dependencies": {"n": {"required": ["tags"]}},
+                "additionalProperties": {"$ref": "#/properties/n"},
+            }))
+            .unwrap();
+            let mut violations = Vec::new();
+            let mut walk = Walk::default();
+            schema.check(&schema.root, &input, &mut String::from("input"), &mut violations, &mut walk);
+            let conforming = schema.conforms(&schema.root, &input, &mut Walk::default());
+            proptest::prop_assert_eq!(conforming, violations.is_empty());
             proptest::prop_assert_eq!(schema.validate(&input).is_ok(), violations.is_empty());
         }
     }
