@@ -432,11 +432,15 @@ export interface ToolDeclaration<Input = any> {
   maxResultChars?: number | null
   /**
    * JSON Schema of the input; violating inputs get an is_error result without a call. Checked:
-   * `type`, `properties`, `required`, `additionalProperties`, `items`, `prefixItems`, `enum`,
-   * `const` and the bounds (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`,
-   * `multipleOf`, `minLength`, `maxLength`, `minItems`, `maxItems`, `uniqueItems`,
-   * `minProperties`, `maxProperties`); other keywords (`pattern`, `format`, `$ref`, `anyOf`,
-   * ...) are accepted and not checked.
+   * `type`, `enum`, `const`, `properties`, `required`, `additionalProperties`,
+   * `patternProperties`, `dependentRequired`, `dependentSchemas`, `items`, `prefixItems`, the
+   * bounds (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`,
+   * `minLength`, `maxLength`, `minItems`, `maxItems`, `uniqueItems`, `minProperties`,
+   * `maxProperties`), `pattern` (one the Rust regex engine cannot run, with look-around or
+   * back-references, is not checked and logged as a warning), `allOf`, `anyOf`, `oneOf`,
+   * `not`, `if`/`then`/`else` and `$ref` within the schema (one that resolves to nothing, or a
+   * cycle of `$ref`s alone, is refused when the tool is added; one to another document is not
+   * followed); other keywords (`format`, ...) are accepted and not checked.
    */
   schema?: Record<string, any> | null
   /** A failure cancels the running and later siblings of the same turn (shell-like tools). */

@@ -256,12 +256,18 @@ class ToolExecutor:
         overrides the executor's limit for this tool (``math.inf``: none). ``schema`` (a
         JSON schema) validates the input and, with ``description`` (default: the function's
         docstring), is what an ``Agent`` tells the model about the tool. The keywords checked
-        are ``type``, ``properties``, ``required``, ``additionalProperties``, ``items``,
-        ``prefixItems``, ``enum``, ``const`` and the bounds (``minimum``, ``maximum``,
-        ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``, ``minLength``,
-        ``maxLength``, ``minItems``, ``maxItems``, ``uniqueItems``, ``minProperties``,
-        ``maxProperties``); others (``pattern``, ``format``, ``$ref``, ``anyOf``, ...) are
-        accepted and not checked.
+        are ``type``, ``enum``, ``const``, ``properties``, ``required``,
+        ``additionalProperties``, ``patternProperties``, ``dependentRequired``,
+        ``dependentSchemas``, ``items``, ``prefixItems``, the bounds (``minimum``,
+        ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``,
+        ``minLength``, ``maxLength``, ``minItems``, ``maxItems``, ``uniqueItems``,
+        ``minProperties``, ``maxProperties``), ``pattern`` (one the Rust regex engine cannot
+        run, with look-around or back-references, is not checked and logged as a warning),
+        ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else`` and ``$ref``
+        within the schema (Pydantic's ``$defs`` and ``Optional`` fields; a ``$ref`` that
+        resolves to nothing, or a cycle of ``$ref`` alone, is refused at registration; one
+        to another document is not followed); others (``format``, ...) are accepted and not
+        checked.
         """
 
         if name is not None and not isinstance(name, str) and not callable(name):
