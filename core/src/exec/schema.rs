@@ -117,17 +117,9 @@ struct Checks {
     types: Option<TypeSet>,
     allowed: Option<Vec<Value>>,
     constant: Option<Value>,
-    pattern: Option<Pattern>,
     required: Vec<String>,
     properties: Vec<(String, Node)>,
-    pattern_properties: Vec<(Pattern, Node)>,
     additional: Option<Node>,
-    /// `dependentRequired` (and `dependencies` with an array): when the first property is
-    /// present, the others must be.
-    dependent_required: Vec<(String, Vec<String>)>,
-    /// `dependentSchemas` (and `dependencies` with a schema): when the property is present, the
-    /// object must satisfy the schema.
-    dependent_schemas: Vec<(String, Node)>,
     items: Option<Node>,
     /// `items` as an array (draft-07) or `prefixItems` (2020-12): the schema of each leading
     /// position of a tuple.
@@ -137,6 +129,21 @@ struct Checks {
     items_from: usize,
     /// The size and range keywords; boxed, as most schemas have none.
     bounds: Option<Box<Bounds>>,
+    /// The rarer keywords; boxed, so that a schema without them costs one test.
+    extra: Option<Box<Extra>>,
+}
+
+/// `pattern`, `patternProperties`, the dependencies, `$ref` and the applicators of one schema.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Extra {
+    pattern: Option<Pattern>,
+    pattern_properties: Vec<(Pattern, Node)>,
+    /// `dependentRequired` (and `dependencies` with an array): when the first property is
+    /// present, the others must be.
+    dependent_required: Vec<(String, Vec<String>)>,
+    /// `dependentSchemas` (and `dependencies` with a schema): when the property is present, the
+    /// object must satisfy the schema.
+    dependent_schemas: Vec<(String, Node)>,
     /// `$ref`: an index into [`InputSchema::targets`].
     reference: Option<usize>,
     all_of: Vec<Node>,
@@ -443,6 +450,7 @@ impl<'a> Compiler<'a> {
             types: compile_types(object, path)?,
             ..Checks::default()
         };
+        let mut extra = Extra::default();
         if let Some(allowed) = object.get("enum") {
             let Value::Array(values) = allowed else {
                 return Err(schema_error(path, "`enum` must be an array"));
@@ -454,7 +462,7 @@ impl<'a> Compiler<'a> {
             let Value::String(pattern) = pattern else {
                 return Err(schema_error(path, "`pattern` must be a string"));
             };
-            checks.pattern = Pattern::compile(pattern, path);
+            extra.pattern = Pattern::compile(pattern, path);
         }
         if let Some(required) = object.get("required") {
             checks.required = string_list(required)
@@ -465,11 +473,11 @@ impl<'a> Compiler<'a> {
             // A pattern the engine cannot run leaves its properties unchecked (and to
             // `additionalProperties`, which may then refuse them: the safer side).
             if let Some(pattern) = Pattern::compile(&source, path) {
-                checks.pattern_properties.push((pattern, node));
+                extra.pattern_properties.push((pattern, node));
             }
         }
         checks.additional = self.child(object, "additionalProperties", path)?;
-        self.dependencies(object, &mut checks, path)?;
+        self.dependencies(object, &mut extra, path)?;
         match (object.get("prefixItems"), object.get("items")) {
             (Some(prefix), _) => {
                 checks.tuple = self.list(prefix, "prefixItems", path)?;
@@ -486,12 +494,12 @@ impl<'a> Compiler<'a> {
             let Value::String(reference) = reference else {
                 return Err(schema_error(path, "`$ref` must be a string"));
             };
-            checks.reference = self.reference(reference, path)?;
+            extra.reference = self.reference(reference, path)?;
         }
         for (keyword, nodes) in [
-            ("allOf", &mut checks.all_of),
-            ("anyOf", &mut checks.any_of),
-            ("oneOf", &mut checks.one_of),
+            ("allOf", &mut extra.all_of),
+            ("anyOf", &mut extra.any_of),
+            ("oneOf", &mut extra.one_of),
         ] {
             if let Some(list) = object.get(keyword) {
                 *nodes = self.list(list, keyword, path)?;
@@ -503,18 +511,21 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        checks.not = self.child(object, "not", path)?;
+        extra.not = self.child(object, "not", path)?;
         if let Some(test) = self.child(object, "if", path)? {
             let then = self.child(object, "then", path)?;
             let otherwise = self.child(object, "else", path)?;
             // Without `then` and `else`, `if` decides nothing.
             if then.is_some() || otherwise.is_some() {
-                checks.condition = Some(Box::new(Condition {
+                extra.condition = Some(Box::new(Condition {
                     test,
                     then,
                     otherwise,
                 }));
             }
+        }
+        if extra != Extra::default() {
+            checks.extra = Some(Box::new(extra));
         }
         let trivial = checks == Checks::default();
         Ok(if trivial {
@@ -590,7 +601,7 @@ impl<'a> Compiler<'a> {
     fn dependencies(
         &mut self,
         object: &'a Map<String, Value>,
-        checks: &mut Checks,
+        extra: &mut Extra,
         path: &mut String,
     ) -> Result<(), SchemaError> {
         for keyword in ["dependentRequired", "dependencies"] {
@@ -613,17 +624,17 @@ impl<'a> Compiler<'a> {
                         &format!("`{keyword}` values must be arrays of strings"),
                     )
                 })?;
-                checks.dependent_required.push((name.clone(), names));
+                extra.dependent_required.push((name.clone(), names));
             }
         }
-        checks.dependent_schemas = self.named(object, "dependentSchemas", path)?;
+        extra.dependent_schemas = self.named(object, "dependentSchemas", path)?;
         if let Some(Value::Object(map)) = object.get("dependencies") {
             for (name, sub) in map.iter().filter(|(_, sub)| !sub.is_array()) {
                 let mark = path.len();
                 let _ = write!(path, "/dependencies/{name}");
                 let node = self.node(sub, path)?;
                 path.truncate(mark);
-                checks.dependent_schemas.push((name.clone(), node));
+                extra.dependent_schemas.push((name.clone(), node));
             }
         }
         Ok(())
@@ -751,11 +762,18 @@ fn unescape_token(token: &str) -> Option<String> {
     Some(out)
 }
 
+fn extra_of(node: &Node) -> Option<&Extra> {
+    match node {
+        Node::Checks(checks) => checks.extra.as_deref(),
+        _ => None,
+    }
+}
+
 /// The targets `node` applies to the very value it is applied to (through `$ref`, `allOf`,
 /// `anyOf`, `oneOf`, `not`, `if`/`then`/`else`, `dependentSchemas`), as opposed to the values
 /// inside it (`properties`, `items`, ...).
 fn in_place_targets(node: &Node, found: &mut Vec<usize>) {
-    let Node::Checks(checks) = node else {
+    let Some(checks) = extra_of(node) else {
         return;
     };
     found.extend(checks.reference);
@@ -1075,8 +1093,9 @@ struct Walk {
     /// A walk went past [`MAX_DEPTH`]: the verdict covers only part of the input.
     too_deep: bool,
     /// The verdict of a shared target on a value, by the value's address (stable while the
-    /// input is borrowed). Allocated only when a shared target is first applied.
-    verdicts: HashMap<(usize, *const Value), bool>,
+    /// input is borrowed). Made (and allocated) only when a shared target is first applied:
+    /// even an empty `HashMap` seeds its hasher, a cost the common walk need not pay.
+    verdicts: Option<HashMap<(usize, *const Value), bool>>,
 }
 
 /// How far `value` is from satisfying `node`, judged on `node`'s own keywords and one level of
@@ -1143,7 +1162,7 @@ fn distance(schema: &InputSchema, node: &Node, value: &Value) -> Option<usize> {
                 }
             }
         }
-        match checks.reference {
+        match checks.extra.as_ref().and_then(|extra| extra.reference) {
             Some(index) => node = &schema.targets[index].node,
             None => return Some(total),
         }
@@ -1162,7 +1181,7 @@ fn admitted_types(schema: &InputSchema, node: &Node) -> Option<TypeSet> {
                 if checks.types.is_some() {
                     return checks.types;
                 }
-                node = &schema.targets[checks.reference?].node;
+                node = &schema.targets[checks.extra.as_ref()?.reference?].node;
             }
         }
     }
@@ -1208,11 +1227,13 @@ impl InputSchema {
             return self.conforms(&target.node, value, walk);
         }
         let key = (index, std::ptr::from_ref(value));
-        if let Some(&verdict) = walk.verdicts.get(&key) {
+        if let Some(&verdict) = walk.verdicts.as_ref().and_then(|known| known.get(&key)) {
             return verdict;
         }
         let verdict = self.conforms(&target.node, value, walk);
-        walk.verdicts.insert(key, verdict);
+        walk.verdicts
+            .get_or_insert_with(HashMap::new)
+            .insert(key, verdict);
         verdict
     }
 
@@ -1246,62 +1267,10 @@ impl InputSchema {
         {
             return false;
         }
-        if let (Some(pattern), Value::String(text)) = (&checks.pattern, value)
-            && !pattern.matches(text)
+        if let Some(extra) = checks.extra.as_deref()
+            && !self.extra_conforms(extra, value, walk)
         {
             return false;
-        }
-        if let Some(index) = checks.reference
-            && !self.conforms_to_target(index, value, walk)
-        {
-            return false;
-        }
-        if !checks
-            .all_of
-            .iter()
-            .all(|node| self.conforms(node, value, walk))
-        {
-            return false;
-        }
-        if !checks.any_of.is_empty()
-            && !checks
-                .any_of
-                .iter()
-                .any(|node| self.conforms(node, value, walk))
-        {
-            return false;
-        }
-        if !checks.one_of.is_empty() {
-            // Every alternative is tried (two matches refuse): linear in the alternatives.
-            let mut matched = 0;
-            for node in &checks.one_of {
-                if self.conforms(node, value, walk) {
-                    matched += 1;
-                    if matched > 1 {
-                        return false;
-                    }
-                }
-            }
-            if matched == 0 {
-                return false;
-            }
-        }
-        if let Some(not) = &checks.not
-            && self.conforms(not, value, walk)
-        {
-            return false;
-        }
-        if let Some(condition) = &checks.condition {
-            let branch = if self.conforms(&condition.test, value, walk) {
-                &condition.then
-            } else {
-                &condition.otherwise
-            };
-            if let Some(branch) = branch
-                && !self.conforms(branch, value, walk)
-            {
-                return false;
-            }
         }
         match value {
             Value::Object(object) => self.object_conforms(checks, object, value, walk),
@@ -1321,21 +1290,144 @@ impl InputSchema {
         }
     }
 
+    /// The keywords of [`Extra`] (the same rules as [`InputSchema::check_extra`]).
+    fn extra_conforms(&self, extra: &Extra, value: &Value, walk: &mut Walk) -> bool {
+        if let (Some(pattern), Value::String(text)) = (&extra.pattern, value)
+            && !pattern.matches(text)
+        {
+            return false;
+        }
+        if let Some(index) = extra.reference
+            && !self.conforms_to_target(index, value, walk)
+        {
+            return false;
+        }
+        if !extra
+            .all_of
+            .iter()
+            .all(|node| self.conforms(node, value, walk))
+        {
+            return false;
+        }
+        if !extra.any_of.is_empty()
+            && !extra
+                .any_of
+                .iter()
+                .any(|node| self.conforms(node, value, walk))
+        {
+            return false;
+        }
+        if !extra.one_of.is_empty() {
+            // Every alternative is tried (two matches refuse): linear in the alternatives.
+            let mut matched = 0;
+            for node in &extra.one_of {
+                if self.conforms(node, value, walk) {
+                    matched += 1;
+                    if matched > 1 {
+                        return false;
+                    }
+                }
+            }
+            if matched == 0 {
+                return false;
+            }
+        }
+        if let Some(not) = &extra.not
+            && self.conforms(not, value, walk)
+        {
+            return false;
+        }
+        if let Some(condition) = &extra.condition {
+            let branch = if self.conforms(&condition.test, value, walk) {
+                &condition.then
+            } else {
+                &condition.otherwise
+            };
+            if let Some(branch) = branch
+                && !self.conforms(branch, value, walk)
+            {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn check_extra(
+        &self,
+        extra: &Extra,
+        value: &Value,
+        path: &mut String,
+        violations: &mut Vec<Violation>,
+        walk: &mut Walk,
+    ) {
+        if let (Some(pattern), Value::String(text)) = (&extra.pattern, value)
+            && !pattern.matches(text)
+        {
+            let source = Value::String(pattern.source.clone());
+            report(violations, path, format!("must match the pattern {source}"));
+        }
+        // A shared target is walked only where it fails (its verdict is remembered), so that
+        // the report costs no more than the check.
+        if let Some(index) = extra.reference {
+            let target = &self.targets[index];
+            if !target.shared || !self.conforms_to_target(index, value, walk) {
+                self.check(&target.node, value, path, violations, walk);
+            }
+        }
+        for node in &extra.all_of {
+            self.check(node, value, path, violations, walk);
+        }
+        if !extra.any_of.is_empty()
+            && !extra
+                .any_of
+                .iter()
+                .any(|node| self.conforms(node, value, walk))
+        {
+            self.report_no_match(&extra.any_of, "anyOf", value, path, violations, walk);
+        }
+        if !extra.one_of.is_empty() {
+            let matched: Vec<usize> = (0..extra.one_of.len())
+                .filter(|&i| self.conforms(&extra.one_of[i], value, walk))
+                .collect();
+            if matched.is_empty() {
+                self.report_no_match(&extra.one_of, "oneOf", value, path, violations, walk);
+            } else if matched.len() > 1 {
+                let problem = format!(
+                    "must match exactly one alternative of `oneOf`, matched {} alternatives ({})",
+                    matched.len(),
+                    enumerate(&matched)
+                );
+                report(violations, path, problem);
+            }
+        }
+        if let Some(not) = &extra.not
+            && self.conforms(not, value, walk)
+        {
+            let problem = "must not match the schema under `not`".to_owned();
+            report(violations, path, problem);
+        }
+        if let Some(condition) = &extra.condition {
+            let branch = if self.conforms(&condition.test, value, walk) {
+                &condition.then
+            } else {
+                &condition.otherwise
+            };
+            if let Some(branch) = branch {
+                self.check(branch, value, path, violations, walk);
+            }
+        }
+    }
     fn object_conforms(
         &self,
         checks: &Checks,
         object: &Map<String, Value>,
-        value: &Value,
+        whole: &Value,
         walk: &mut Walk,
     ) -> bool {
+        let extra = checks.extra.as_deref();
+        let patterns = extra.map_or(&[][..], |extra| &extra.pattern_properties[..]);
         checks.required.iter().all(|name| object.contains_key(name))
-            && checks.dependent_required.iter().all(|(name, needed)| {
-                !object.contains_key(name) || needed.iter().all(|n| object.contains_key(n))
-            })
-            && checks
-                .dependent_schemas
-                .iter()
-                .all(|(name, node)| !object.contains_key(name) || self.conforms(node, value, walk))
+            && extra.is_none_or(|extra| self.dependencies_hold(extra, object, whole, walk))
             && object.iter().all(|(name, value)| {
                 let mut covered = false;
                 if let Some((_, node)) = checks.properties.iter().find(|(known, _)| known == name) {
@@ -1344,7 +1436,7 @@ impl InputSchema {
                     }
                     covered = true;
                 }
-                for (pattern, node) in &checks.pattern_properties {
+                for (pattern, node) in patterns {
                     if pattern.matches(name) {
                         if !self.conforms(node, value, walk) {
                             return false;
@@ -1358,6 +1450,23 @@ impl InputSchema {
                         .as_ref()
                         .is_none_or(|node| self.conforms(node, value, walk))
             })
+    }
+
+    /// `dependentRequired` and `dependentSchemas` (the same rules as
+    /// [`InputSchema::check_object`]).
+    fn dependencies_hold(
+        &self,
+        extra: &Extra,
+        object: &Map<String, Value>,
+        whole: &Value,
+        walk: &mut Walk,
+    ) -> bool {
+        extra.dependent_required.iter().all(|(name, needed)| {
+            !object.contains_key(name) || needed.iter().all(|n| object.contains_key(n))
+        }) && extra
+            .dependent_schemas
+            .iter()
+            .all(|(name, node)| !object.contains_key(name) || self.conforms(node, whole, walk))
     }
 
     fn check(
@@ -1418,61 +1527,8 @@ impl InputSchema {
         {
             report(violations, path, problem);
         }
-        if let (Some(pattern), Value::String(text)) = (&checks.pattern, value)
-            && !pattern.matches(text)
-        {
-            let source = Value::String(pattern.source.clone());
-            report(violations, path, format!("must match the pattern {source}"));
-        }
-        // A shared target is walked only where it fails (its verdict is remembered), so that
-        // the report costs no more than the check.
-        if let Some(index) = checks.reference {
-            let target = &self.targets[index];
-            if !target.shared || !self.conforms_to_target(index, value, walk) {
-                self.check(&target.node, value, path, violations, walk);
-            }
-        }
-        for node in &checks.all_of {
-            self.check(node, value, path, violations, walk);
-        }
-        if !checks.any_of.is_empty()
-            && !checks
-                .any_of
-                .iter()
-                .any(|node| self.conforms(node, value, walk))
-        {
-            self.report_no_match(&checks.any_of, "anyOf", value, path, violations, walk);
-        }
-        if !checks.one_of.is_empty() {
-            let matched: Vec<usize> = (0..checks.one_of.len())
-                .filter(|&i| self.conforms(&checks.one_of[i], value, walk))
-                .collect();
-            if matched.is_empty() {
-                self.report_no_match(&checks.one_of, "oneOf", value, path, violations, walk);
-            } else if matched.len() > 1 {
-                let problem = format!(
-                    "must match exactly one alternative of `oneOf`, matched {} alternatives ({})",
-                    matched.len(),
-                    enumerate(&matched)
-                );
-                report(violations, path, problem);
-            }
-        }
-        if let Some(not) = &checks.not
-            && self.conforms(not, value, walk)
-        {
-            let problem = "must not match the schema under `not`".to_owned();
-            report(violations, path, problem);
-        }
-        if let Some(condition) = &checks.condition {
-            let branch = if self.conforms(&condition.test, value, walk) {
-                &condition.then
-            } else {
-                &condition.otherwise
-            };
-            if let Some(branch) = branch {
-                self.check(branch, value, path, violations, walk);
-            }
+        if let Some(extra) = checks.extra.as_deref() {
+            self.check_extra(extra, value, path, violations, walk);
         }
         match value {
             Value::Object(object) => {
@@ -1546,7 +1602,12 @@ impl InputSchema {
                 );
             }
         }
-        for (name, needed) in &checks.dependent_required {
+        let extra = checks.extra.as_deref();
+        let patterns = extra.map_or(&[][..], |extra| &extra.pattern_properties[..]);
+        let (dependent_required, dependent_schemas) = extra.map_or((&[][..], &[][..]), |extra| {
+            (&extra.dependent_required[..], &extra.dependent_schemas[..])
+        });
+        for (name, needed) in dependent_required {
             if !object.contains_key(name) {
                 continue;
             }
@@ -1556,7 +1617,7 @@ impl InputSchema {
                 report(violations, path, problem);
             }
         }
-        for (name, node) in &checks.dependent_schemas {
+        for (name, node) in dependent_schemas {
             if object.contains_key(name) {
                 self.check(node, whole, path, violations, walk);
             }
@@ -1569,7 +1630,7 @@ impl InputSchema {
                 self.check(node, value, path, violations, walk);
                 covered = true;
             }
-            for (pattern, node) in &checks.pattern_properties {
+            for (pattern, node) in patterns {
                 if pattern.matches(name) {
                     self.check(node, value, path, violations, walk);
                     covered = true;
@@ -2147,6 +2208,13 @@ mod tests {
         assert_eq!(problems(json!({"pattern": "[^\\d]"}), json!("1")).len(), 1);
         assert!(problems(json!({"pattern": "[^\\D]"}), json!("1")).is_empty());
         assert!(problems(json!({"pattern": "^\\/[\\w-]+$"}), json!("/a-b")).is_empty());
+        let word = json!({"pattern": "\\bcat\\b"});
+        assert!(problems(word.clone(), json!("a cat.")).is_empty());
+        assert_eq!(problems(word.clone(), json!("concat")).len(), 1);
+        // ECMA-262's `\b` is ASCII: `é` is no word character, so `écat` has a boundary.
+        assert!(problems(word, json!("écat")).is_empty());
+        // In ECMA-262 a `[` inside a class is a plain character, not a nested class.
+        assert!(problems(json!({"pattern": "^[[a]+$"}), json!("[a[")).is_empty());
         // A pattern the engine cannot run (look-around, back-references) is ignored, not
         // refused: the tool still registers.
         assert!(problems(json!({"pattern": "(a)\\1"}), json!("ab")).is_empty());
