@@ -19,7 +19,9 @@
 //!   run by the `regex-automata` engine, in time linear in the string. A pattern that engine
 //!   cannot compile (look-around and back-references, which it lacks by design, other ECMA-262
 //!   syntax it does not share, or a typo) is ignored with a `tracing` warning when the schema
-//!   is compiled, so that the tool still registers: zod's e-mail pattern uses `(?!...)`;
+//!   is compiled, so that the tool still registers: zod's e-mail pattern uses `(?!...)`. Such a
+//!   `patternProperties` pattern also keeps `additionalProperties` from refusing the names the
+//!   other keywords do not cover, as it may cover them;
 //! - the applicators `allOf`, `anyOf`, `oneOf`, `not`, and `if`/`then`/`else`;
 //! - `$ref` into the same document: `#` (the whole schema), `#/$defs/Name`,
 //!   `#/definitions/Name`, or any JSON pointer (`~0`/`~1` escapes, percent-decoded), also with
@@ -138,6 +140,10 @@ struct Checks {
 struct Extra {
     pattern: Option<Pattern>,
     pattern_properties: Vec<(Pattern, Node)>,
+    /// A `patternProperties` pattern could not be compiled: a name no other keyword covers may
+    /// be one it covers, so `additionalProperties` is not applied (refusing a property the
+    /// schema allows would be worse than not checking one).
+    unknown_patterns: bool,
     /// `dependentRequired` (and `dependencies` with an array): when the first property is
     /// present, the others must be.
     dependent_required: Vec<(String, Vec<String>)>,
@@ -470,10 +476,10 @@ impl<'a> Compiler<'a> {
         }
         checks.properties = self.named(object, "properties", path)?;
         for (source, node) in self.named(object, "patternProperties", path)? {
-            // A pattern the engine cannot run leaves its properties unchecked (and to
-            // `additionalProperties`, which may then refuse them: the safer side).
-            if let Some(pattern) = Pattern::compile(&source, path) {
-                extra.pattern_properties.push((pattern, node));
+            // A pattern the engine cannot run leaves its properties unchecked.
+            match Pattern::compile(&source, path) {
+                Some(pattern) => extra.pattern_properties.push((pattern, node)),
+                None => extra.unknown_patterns = true,
             }
         }
         checks.additional = self.child(object, "additionalProperties", path)?;
@@ -1445,6 +1451,7 @@ impl InputSchema {
                     }
                 }
                 covered
+                    || extra.is_some_and(|extra| extra.unknown_patterns)
                     || checks
                         .additional
                         .as_ref()
@@ -1636,7 +1643,7 @@ impl InputSchema {
                     covered = true;
                 }
             }
-            if !covered {
+            if !covered && !extra.is_some_and(|extra| extra.unknown_patterns) {
                 match &checks.additional {
                     Some(Node::Never) => {
                         path.truncate(mark);
@@ -2239,6 +2246,17 @@ mod tests {
                 "input.x-n: expected number, got string",
                 "input: unexpected property \"y\"",
             ]
+        );
+        // A pattern the engine cannot run (look-ahead) is not checked, and the names it may
+        // cover are not refused as additional either: whether it covers them is unknown.
+        let schema = json!({
+            "patternProperties": {"^(?!x)": {"type": "string"}, "^x-": {"type": "string"}},
+            "additionalProperties": false,
+        });
+        assert!(problems(schema.clone(), json!({"a": 1, "x-a": "b"})).is_empty());
+        assert_eq!(
+            problems(schema, json!({"x-a": 1})),
+            ["input.x-a: expected string, got number"]
         );
     }
 
