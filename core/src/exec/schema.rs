@@ -2514,6 +2514,53 @@ mod tests {
             .unwrap();
     }
 
+    /// Counts the `WARN` events emitted while it is the default subscriber.
+    #[derive(Default)]
+    struct WarnCounter(std::sync::atomic::AtomicUsize);
+
+    impl tracing::Subscriber for &'static WarnCounter {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            if *event.metadata().level() == tracing::Level::WARN {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// What is not checked is said once, when the schema is compiled, not per input: one
+    /// warning per unsupported pattern or remote `$ref`, even when several `$ref`s share it.
+    #[test]
+    fn ignored_keywords_warn_once_at_compile_time() {
+        let counter: &'static WarnCounter = Box::leak(Box::default());
+        let warnings = || counter.0.load(std::sync::atomic::Ordering::SeqCst);
+        tracing::subscriber::with_default(counter, || {
+            let schema = InputSchema::compile(&json!({
+                "$defs": {"Mail": {"type": "string", "pattern": "^(?!\\.)[^@]+@[^@]+$"}},
+                "properties": {
+                    "from": {"$ref": "#/$defs/Mail"},
+                    "to": {"type": "array", "items": {"$ref": "#/$defs/Mail"}},
+                    "remote": {"$ref": "https://example.com/schema.json"},
+                },
+            }))
+            .unwrap();
+            assert_eq!(warnings(), 2);
+            let input = json!({"from": ".a@b", "to": ["c@d", "e"], "remote": 1});
+            assert!(schema.validate(&input).is_ok());
+            assert_eq!(warnings(), 2);
+            assert!(InputSchema::compile(&json!({"pattern": "^a+$"})).is_ok());
+            assert_eq!(warnings(), 2);
+        });
+    }
+
     fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
         use proptest::prelude::*;
         let leaf = prop_oneof![
