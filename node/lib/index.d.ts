@@ -433,10 +433,10 @@ export interface ToolDeclaration<Input = any> {
   /**
    * JSON Schema of the input; violating inputs get an is_error result without a call. Checked:
    * `type`, `enum`, `const`, `properties`, `required`, `additionalProperties`,
-   * `patternProperties`, `dependentRequired`, `dependentSchemas`, `items`, `prefixItems`, the
-   * bounds (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`,
-   * `minLength`, `maxLength`, `minItems`, `maxItems`, `uniqueItems`, `minProperties`,
-   * `maxProperties`), `pattern` (one the Rust regex engine cannot run, with look-around or
+   * `patternProperties`, `propertyNames`, `dependentRequired`, `dependentSchemas`, `items`,
+   * `prefixItems`, `additionalItems`, `contains`, the bounds (`minimum`, `maximum`,
+   * `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, `minLength`, `maxLength`, `minItems`,
+   * `maxItems`, `uniqueItems`, `minProperties`, `maxProperties`), `pattern` (one the Rust regex engine cannot run, with look-around or
    * back-references, is not checked and logged as a warning), `allOf`, `anyOf`, `oneOf`,
    * `not`, `if`/`then`/`else` and `$ref` within the schema (one that resolves to nothing, or a
    * cycle of `$ref`s alone, is refused when the tool is added; one to another document is not

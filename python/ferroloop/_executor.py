@@ -257,11 +257,12 @@ class ToolExecutor:
         JSON schema) validates the input and, with ``description`` (default: the function's
         docstring), is what an ``Agent`` tells the model about the tool. The keywords checked
         are ``type``, ``enum``, ``const``, ``properties``, ``required``,
-        ``additionalProperties``, ``patternProperties``, ``dependentRequired``,
-        ``dependentSchemas``, ``items``, ``prefixItems``, the bounds (``minimum``,
-        ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``,
-        ``minLength``, ``maxLength``, ``minItems``, ``maxItems``, ``uniqueItems``,
-        ``minProperties``, ``maxProperties``), ``pattern`` (one the Rust regex engine cannot
+        ``additionalProperties``, ``patternProperties``, ``propertyNames``,
+        ``dependentRequired``, ``dependentSchemas``, ``items``, ``prefixItems``,
+        ``additionalItems``, ``contains``, the bounds (``minimum``, ``maximum``,
+        ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``, ``minLength``,
+        ``maxLength``, ``minItems``, ``maxItems``, ``uniqueItems``, ``minProperties``,
+        ``maxProperties``), ``pattern`` (one the Rust regex engine cannot
         run, with look-around or back-references, is not checked and logged as a warning),
         ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else`` and ``$ref``
         within the schema (Pydantic's ``$defs`` and ``Optional`` fields; a ``$ref`` that

@@ -2027,11 +2027,12 @@ fl_status fl_executor_add_tool_with_definition(fl_executor *executor,
  *   `schema`); the model is told it, and a call whose input does not match it gets an
  *   `is_error` result naming the violations without the callback running, as in Python
  *   (the keywords checked: `type`, `enum`, `const`, `properties`, `required`,
- *   `additionalProperties`, `patternProperties`, `dependentRequired`, `dependentSchemas`,
- *   `items`, `prefixItems`, the bounds, `minimum` to `maxProperties`, `pattern` (one the Rust
- *   regex engine cannot run, with look-around or back-references, is not checked), `allOf`,
- *   `anyOf`, `oneOf`, `not`, `if`/`then`/`else` and `$ref` within the schema (one that
- *   resolves to nothing is refused); others, such as `format`, are accepted and not checked);
+ *   `additionalProperties`, `patternProperties`, `propertyNames`, `dependentRequired`,
+ *   `dependentSchemas`, `items`, `prefixItems`, `additionalItems`, `contains`, the bounds,
+ *   `minimum` to `maxProperties`, `pattern` (one the Rust regex engine cannot run, with
+ *   look-around or back-references, is not checked), `allOf`, `anyOf`, `oneOf`, `not`,
+ *   `if`/`then`/`else` and `$ref` within the schema (one that resolves to nothing is
+ *   refused); others, such as `format`, are accepted and not checked);
  * - `concurrency_safe` (default false), `cancels_siblings_on_error` (default false): as in
  *   `fl_tool_options`;
  * - `timeout_ms`: how long a call may run (default: the executor's default timeout; 0 is

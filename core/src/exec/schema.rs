@@ -7,10 +7,11 @@
 //!   (numbers compared by value: `1.0` matches `1`), and boolean schemas;
 //! - objects: `required`, `properties`, `patternProperties`, `additionalProperties` (boolean or
 //!   schema; it covers the names neither `properties` nor a `patternProperties` pattern
-//!   matches), `dependentRequired`, `dependentSchemas`, and draft-07's `dependencies` (either
-//!   kind);
+//!   matches), `propertyNames`, `dependentRequired`, `dependentSchemas`, and draft-07's
+//!   `dependencies` (either kind);
 //! - arrays: `items` (one schema, or an array of them checking the leading positions of a
-//!   tuple), `prefixItems` (then `items` checks the rest);
+//!   tuple, then draft-07's `additionalItems` checks the rest), `prefixItems` (then `items`
+//!   checks the rest), `contains` with `minContains` and `maxContains`;
 //! - the bounds: `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (a number, or
 //!   draft-04's boolean beside `minimum`/`maximum`), `multipleOf`, `minLength` and `maxLength`
 //!   (in characters, i.e. code points), `minItems`, `maxItems`, `uniqueItems`, `minProperties`
@@ -34,15 +35,15 @@
 //!   ignored with a warning, as such schemas registered (unchecked) before.
 //!
 //! Other keywords are accepted and not checked: `format` (an annotation by default in JSON
-//! Schema 2020-12), `additionalItems`, `contains`, `propertyNames`, `unevaluatedProperties`,
-//! `$dynamicRef`, `description`, ….
+//! Schema 2020-12), `unevaluatedProperties`, `unevaluatedItems`, `$dynamicRef`,
+//! `contentEncoding`, `description`, ….
 //!
 //! Cost: validating a valid input allocates nothing beyond the `pattern` engine's pooled
-//! scratch space, except a map remembering, per value, the verdict of a definition that
-//! several `$ref`s share (so that a recursive union, an expression tree under `oneOf`, is
-//! checked in time linear in the input rather than exponential); such a definition is applied
-//! to each value at most once. Walks deeper than [`MAX_DEPTH`] schema steps fail with a
-//! violation rather than exhaust the stack.
+//! scratch space, except a copy of each property name under `propertyNames`, and a map
+//! remembering, per value, the verdict of a definition that several `$ref`s share (so that a
+//! recursive union, an expression tree under `oneOf`, is checked in time linear in the input
+//! rather than exponential); such a definition is applied to each value at most once. Walks
+//! deeper than [`MAX_DEPTH`] schema steps fail with a violation rather than exhaust the stack.
 
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
@@ -158,6 +159,18 @@ struct Extra {
     not: Option<Node>,
     /// `if`, `then`, `else`; boxed, as most schemas have none.
     condition: Option<Box<Condition>>,
+    /// `contains`, with `minContains` and `maxContains`.
+    contains: Option<Box<Contains>>,
+    /// `propertyNames`: the schema each property name (a string) must satisfy.
+    property_names: Option<Node>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Contains {
+    node: Node,
+    /// `minContains` (1 when absent).
+    min: u64,
+    max: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -492,6 +505,9 @@ impl<'a> Compiler<'a> {
             }
             (None, Some(positions @ Value::Array(_))) => {
                 checks.tuple = self.list(positions, "items", path)?;
+                // Draft-07: the schema of the positions past the tuple (zod's `.rest()`).
+                checks.items_from = checks.tuple.len();
+                checks.items = self.child(object, "additionalItems", path)?;
             }
             (None, _) => checks.items = self.child(object, "items", path)?,
         }
@@ -518,6 +534,15 @@ impl<'a> Compiler<'a> {
             }
         }
         extra.not = self.child(object, "not", path)?;
+        extra.property_names = self.child(object, "propertyNames", path)?;
+        if let Some(node) = self.child(object, "contains", path)? {
+            let (min, max) = compile_contains(object, path)?;
+            extra.contains = Some(Box::new(Contains {
+                node,
+                min: min.unwrap_or(1),
+                max,
+            }));
+        }
         if let Some(test) = self.child(object, "if", path)? {
             let then = self.child(object, "then", path)?;
             let otherwise = self.child(object, "else", path)?;
@@ -692,6 +717,27 @@ impl<'a> Compiler<'a> {
         self.targets[index].names += 1;
         Ok(Some(index))
     }
+}
+
+/// `minContains` and `maxContains`.
+fn compile_contains(
+    object: &Map<String, Value>,
+    path: &str,
+) -> Result<(Option<u64>, Option<u64>), SchemaError> {
+    let count = |keyword: &str| -> Result<Option<u64>, SchemaError> {
+        let Some(value) = object.get(keyword) else {
+            return Ok(None);
+        };
+        let whole = || value.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0);
+        value
+            .as_u64()
+            .or_else(|| whole().map(|f| f as u64))
+            .map(Some)
+            .ok_or_else(|| {
+                schema_error(path, &format!("`{keyword}` must be a non-negative integer"))
+            })
+    };
+    Ok((count("minContains")?, count("maxContains")?))
 }
 
 fn string_list(value: &Value) -> Option<Vec<String>> {
@@ -1102,6 +1148,9 @@ struct Walk {
     /// input is borrowed). Made (and allocated) only when a shared target is first applied:
     /// even an empty `HashMap` seeds its hasher, a cost the common walk need not pay.
     verdicts: Option<HashMap<(usize, *const Value), bool>>,
+    /// Above 0 while a value made for the walk (a property name) is checked: its address is
+    /// not the input's, so no verdict is remembered or looked up by it.
+    transient: usize,
 }
 
 /// How far `value` is from satisfying `node`, judged on `node`'s own keywords and one level of
@@ -1227,7 +1276,7 @@ impl InputSchema {
     /// Whether `value` satisfies the target `index`, remembered for a shared one.
     fn conforms_to_target(&self, index: usize, value: &Value, walk: &mut Walk) -> bool {
         let target = &self.targets[index];
-        if !target.shared {
+        if !target.shared || walk.transient > 0 {
             // Reached by one `$ref` only: each value meets it at most as often as that
             // `$ref`'s own schema, so nothing is gained by remembering.
             return self.conforms(&target.node, value, walk);
@@ -1355,6 +1404,35 @@ impl InputSchema {
                 return false;
             }
         }
+        if let (Some(contains), Value::Array(items)) = (&extra.contains, value) {
+            let mut found = 0;
+            for item in items {
+                if self.conforms(&contains.node, item, walk) {
+                    found += 1;
+                    if contains.max.is_some_and(|max| found > max) {
+                        return false;
+                    }
+                    if contains.max.is_none() && found >= contains.min {
+                        break;
+                    }
+                }
+            }
+            if found < contains.min {
+                return false;
+            }
+        }
+        if let (Some(names), Value::Object(object)) = (&extra.property_names, value) {
+            // Each name is checked as a string made for the purpose, whose address the
+            // per-value verdicts must not remember (another may take it next).
+            walk.transient += 1;
+            let all = object
+                .keys()
+                .all(|name| self.conforms(names, &Value::String(name.clone()), walk));
+            walk.transient -= 1;
+            if !all {
+                return false;
+            }
+        }
         true
     }
 
@@ -1421,6 +1499,40 @@ impl InputSchema {
             if let Some(branch) = branch {
                 self.check(branch, value, path, violations, walk);
             }
+        }
+        if let (Some(contains), Value::Array(items)) = (&extra.contains, value) {
+            let found = items
+                .iter()
+                .filter(|item| self.conforms(&contains.node, item, walk))
+                .count() as u64;
+            let noun = |n: u64| if n == 1 { "item" } else { "items" };
+            if found < contains.min {
+                let min = contains.min;
+                let problem = format!(
+                    "must contain at least {min} {} matching `contains`, got {found}",
+                    noun(min)
+                );
+                report(violations, path, problem);
+            } else if let Some(max) = contains.max.filter(|&max| found > max) {
+                let problem = format!(
+                    "must contain at most {max} {} matching `contains`, got {found}",
+                    noun(max)
+                );
+                report(violations, path, problem);
+            }
+        }
+        if let (Some(names), Value::Object(object)) = (&extra.property_names, value) {
+            walk.transient += 1;
+            for name in object.keys() {
+                let name = Value::String(name.clone());
+                let mut problems = Vec::new();
+                self.check(names, &name, &mut String::new(), &mut problems, walk);
+                for problem in problems {
+                    let problem = format!("property name {name}: {}", problem.problem);
+                    report(violations, path, problem);
+                }
+            }
+            walk.transient -= 1;
         }
     }
     fn object_conforms(
@@ -1806,7 +1918,7 @@ mod tests {
             },
         });
         assert!(problems(schema.clone(), json!({"point": [1, "a"]})).is_empty());
-        // Items past the tuple are not checked (`additionalItems` is ignored like other keywords).
+        // Without `additionalItems`, items past the tuple are not checked.
         assert!(problems(schema.clone(), json!({"point": [1, "a", null]})).is_empty());
         assert_eq!(
             problems(schema, json!({"point": ["a", 1]})),
@@ -2514,6 +2626,47 @@ mod tests {
             .unwrap();
     }
 
+    /// Draft-07 `additionalItems` (what zod-to-json-schema emits for a tuple's `.rest()`),
+    /// `contains` with `minContains`/`maxContains`, and `propertyNames`.
+    #[test]
+    fn additional_items_contains_and_property_names() {
+        let schema = json!({"items": [{"type": "string"}], "additionalItems": {"type": "integer"}});
+        assert!(problems(schema.clone(), json!(["a", 1, 2])).is_empty());
+        assert_eq!(
+            problems(schema, json!(["a", 1, "b"])),
+            ["input[2]: expected integer, got string"]
+        );
+        // Beside a single `items` schema, `additionalItems` means nothing.
+        assert!(problems(json!({"items": {}, "additionalItems": false}), json!([1])).is_empty());
+        let schema = json!({"contains": {"type": "string"}, "maxContains": 2});
+        assert!(problems(schema.clone(), json!([1, "a"])).is_empty());
+        assert!(problems(schema.clone(), json!({"not": "an array"})).is_empty());
+        assert_eq!(
+            problems(schema.clone(), json!([1, 2])),
+            ["input: must contain at least 1 item matching `contains`, got 0"]
+        );
+        assert_eq!(
+            problems(schema, json!(["a", "b", "c"])),
+            ["input: must contain at most 2 items matching `contains`, got 3"]
+        );
+        assert!(
+            problems(
+                json!({"contains": {"type": "string"}, "minContains": 0}),
+                json!([1])
+            )
+            .is_empty()
+        );
+        let schema = json!({"propertyNames": {"pattern": "^[a-z_]+$", "maxLength": 4}});
+        assert!(problems(schema.clone(), json!({"ab_c": 1})).is_empty());
+        assert_eq!(
+            problems(schema, json!({"Ab": 1, "abcde": 2})),
+            [
+                "input: property name \"Ab\": must match the pattern \"^[a-z_]+$\"",
+                "input: property name \"abcde\": must have at most 4 characters, got 5",
+            ]
+        );
+    }
+
     /// Counts the `WARN` events emitted while it is the default subscriber.
     #[derive(Default)]
     struct WarnCounter(std::sync::atomic::AtomicUsize);
@@ -2631,7 +2784,7 @@ mod tests {
         #[test]
         fn fast_and_reporting_walks_agree_on_applicators(input in arbitrary_json()) {
             let schema = InputSchema::compile(&json!({
-                "$defs": {"T": {"anyOf": [
+                "$defs": {"Name": {"maxLength": 6}, "T": {"anyOf": [
                     {"type": "string", "pattern": "^r"},
                     {"type": "array", "items": {"$ref": "#/$defs/T"}, "maxItems": 2},
                     {"type": "null"},
@@ -2640,11 +2793,13 @@ mod tests {
                 "properties": {
                     "path": {"$ref": "#/$defs/T"},
                     "mode": {"oneOf": [{"type": "string"}, {"enum": ["read", 2]}, {"type": "integer"}]},
-                    "tags": {"allOf": [{"type": "array"}, {"not": {"items": {"type": "boolean"}}}]},
+                    "tags": {"allOf": [{"type": "array"}, {"not": {"items": {"type": "boolean"}}}],
+                             "contains": {"type": "string"}, "maxContains": 1},
                     "n": {"if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"type": ["string", "object"]}},
                     "pair": {"$ref": "#"},
                 },
                 "patternProperties": {"^r": {"type": ["array", "null"]}},
+                "propertyNames": {"anyOf": [{"$ref": "#/$defs/Name"}, {"$ref": "#/$defs/Name", "minLength": 7}]},
                 "dependentRequired": {"mode": ["path"]},
                 "dependencies": {"n": {"required": ["tags"]}},
                 "additionalProperties": {"$ref": "#/properties/n"},
