@@ -2814,6 +2814,102 @@ mod tests {
         }
     }
 
+    /// Small schemas built from the applicators and references, to any shape the generator
+    /// reaches (cycles included).
+    fn arbitrary_schema() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(json!(true)),
+            Just(json!(false)),
+            Just(json!({"type": "string"})),
+            Just(json!({"type": ["object", "null"]})),
+            Just(json!({"minimum": 0})),
+            Just(json!({"required": ["path"]})),
+            prop_oneof![
+                Just("#"),
+                Just("#/$defs/a"),
+                Just("#/$defs/b"),
+                Just("#/properties/path"),
+                Just("#/anyOf/0"),
+                Just("#/allOf/1"),
+            ]
+            .prop_map(|target| json!({"$ref": target})),
+        ];
+        leaf.prop_recursive(4, 32, 3, |inner| {
+            let keyword = prop_oneof![
+                Just("anyOf"),
+                Just("allOf"),
+                Just("oneOf"),
+                Just("not"),
+                Just("properties"),
+                Just("items"),
+                Just("if"),
+                Just("then"),
+            ];
+            proptest::collection::vec((keyword, proptest::collection::vec(inner, 1..3)), 1..3)
+                .prop_map(|pairs| {
+                    let mut object = Map::new();
+                    for (keyword, mut schemas) in pairs {
+                        let value = match keyword {
+                            "anyOf" | "allOf" | "oneOf" => Value::Array(schemas),
+                            "properties" => {
+                                json!({"path": schemas.remove(0), "mode": schemas.pop()})
+                            }
+                            _ => schemas.remove(0),
+                        };
+                        object.insert(keyword.to_owned(), value);
+                    }
+                    Value::Object(object)
+                })
+        })
+        .prop_flat_map(|root| {
+            (Just(root), proptest::collection::vec(any::<bool>(), 2)).prop_map(
+                |(mut root, defs)| {
+                    if let Value::Object(object) = &mut root {
+                        let pick = |flag: bool| {
+                            if flag {
+                                json!({"$ref": "#/$defs/b"})
+                            } else {
+                                json!({"items": {"$ref": "#/$defs/a"}})
+                            }
+                        };
+                        object.insert(
+                            "$defs".to_owned(),
+                            json!({"a": pick(defs[0]), "b": pick(defs[1])}),
+                        );
+                    }
+                    root
+                },
+            )
+        })
+    }
+
+    proptest::proptest! {
+        // Most generated schemas name something absent and are refused: more cases, so that
+        // a few hundred compiled ones with references are walked.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// Whatever the schema: compiling it ends (an error for a bare cycle or a pointer to
+        /// nothing), and a compiled one validates any input without looping, overflowing or
+        /// the two walks disagreeing.
+        #[test]
+        fn any_schema_compiles_or_is_refused_and_walks_agree(
+            schema in arbitrary_schema(),
+            input in arbitrary_json(),
+        ) {
+            let Ok(schema) = InputSchema::compile(&schema) else {
+                return Ok(());
+            };
+            let mut walk = Walk::default();
+            let conforming = schema.conforms(&schema.root, &input, &mut walk);
+            let mut violations = Vec::new();
+            schema.check(&schema.root, &input, &mut String::from("input"), &mut violations, &mut Walk::default());
+            proptest::prop_assert!(!walk.too_deep);
+            proptest::prop_assert_eq!(conforming, violations.is_empty());
+            proptest::prop_assert_eq!(schema.validate(&input).is_ok(), conforming);
+        }
+    }
+
     #[test]
     fn trivial_schema_compiles_to_any() {
         let schema = InputSchema::compile(&json!({"description": "x"})).unwrap();
