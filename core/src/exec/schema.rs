@@ -58,9 +58,11 @@ const MAX_REPORTED: usize = 5;
 
 /// The most schema steps one walk may nest: each applied subschema is a step. An input is at
 /// most 127 levels deep (`json_text::MAX_NESTING`), and a recursive schema takes two to four
-/// steps a level, so a real input stays well below; beyond, the input is refused, as a bound on
-/// the stack the walk uses.
-pub const MAX_DEPTH: usize = 1024;
+/// steps a level (a property, an `anyOf`, its `$ref`), so a real input stays below; beyond, the
+/// input is refused, as a bound on the stack the walk uses: 512 steps take under 1 MiB in a
+/// debug build and under 256 KiB optimised (`deep_walks_are_bounded`), within the 2 MiB of a
+/// tokio worker thread.
+pub const MAX_DEPTH: usize = 512;
 
 /// A schema that cannot be compiled (a supported keyword with an ill-formed value, a `$ref`
 /// that resolves to nothing, or a cycle of references).
@@ -1444,12 +1446,6 @@ impl InputSchema {
         violations: &mut Vec<Violation>,
         walk: &mut Walk,
     ) {
-        if let (Some(pattern), Value::String(text)) = (&extra.pattern, value)
-            && !pattern.matches(text)
-        {
-            let source = Value::String(pattern.source.clone());
-            report(violations, path, format!("must match the pattern {source}"));
-        }
         // A shared target is walked only where it fails (its verdict is remembered), so that
         // the report costs no more than the check.
         if let Some(index) = extra.reference {
@@ -1470,19 +1466,7 @@ impl InputSchema {
             self.report_no_match(&extra.any_of, "anyOf", value, path, violations, walk);
         }
         if !extra.one_of.is_empty() {
-            let matched: Vec<usize> = (0..extra.one_of.len())
-                .filter(|&i| self.conforms(&extra.one_of[i], value, walk))
-                .collect();
-            if matched.is_empty() {
-                self.report_no_match(&extra.one_of, "oneOf", value, path, violations, walk);
-            } else if matched.len() > 1 {
-                let problem = format!(
-                    "must match exactly one alternative of `oneOf`, matched {} alternatives ({})",
-                    matched.len(),
-                    enumerate(&matched)
-                );
-                report(violations, path, problem);
-            }
+            self.check_one_of(&extra.one_of, value, path, violations, walk);
         }
         if let Some(not) = &extra.not
             && self.conforms(not, value, walk)
@@ -1501,40 +1485,92 @@ impl InputSchema {
             }
         }
         if let (Some(contains), Value::Array(items)) = (&extra.contains, value) {
-            let found = items
-                .iter()
-                .filter(|item| self.conforms(&contains.node, item, walk))
-                .count() as u64;
-            let noun = |n: u64| if n == 1 { "item" } else { "items" };
-            if found < contains.min {
-                let min = contains.min;
-                let problem = format!(
-                    "must contain at least {min} {} matching `contains`, got {found}",
-                    noun(min)
-                );
-                report(violations, path, problem);
-            } else if let Some(max) = contains.max.filter(|&max| found > max) {
-                let problem = format!(
-                    "must contain at most {max} {} matching `contains`, got {found}",
-                    noun(max)
-                );
-                report(violations, path, problem);
-            }
+            self.check_contains(contains, items, path, violations, walk);
         }
         if let (Some(names), Value::Object(object)) = (&extra.property_names, value) {
-            walk.transient += 1;
-            for name in object.keys() {
-                let name = Value::String(name.clone());
-                let mut problems = Vec::new();
-                self.check(names, &name, &mut String::new(), &mut problems, walk);
-                for problem in problems {
-                    let problem = format!("property name {name}: {}", problem.problem);
-                    report(violations, path, problem);
-                }
-            }
-            walk.transient -= 1;
+            self.check_property_names(names, object, path, violations, walk);
         }
     }
+    // The reports below are kept out of the recursive functions (`check`, `check_here`,
+    // `check_extra`): their temporaries would otherwise take room in every frame of a deep
+    // walk, and the walk's depth is bounded by the stack it may use.
+
+    #[inline(never)]
+    fn check_one_of(
+        &self,
+        alternatives: &[Node],
+        value: &Value,
+        path: &mut String,
+        violations: &mut Vec<Violation>,
+        walk: &mut Walk,
+    ) {
+        let matched: Vec<usize> = (0..alternatives.len())
+            .filter(|&i| self.conforms(&alternatives[i], value, walk))
+            .collect();
+        if matched.is_empty() {
+            self.report_no_match(alternatives, "oneOf", value, path, violations, walk);
+        } else if matched.len() > 1 {
+            let problem = format!(
+                "must match exactly one alternative of `oneOf`, matched {} alternatives ({})",
+                matched.len(),
+                enumerate(&matched)
+            );
+            report(violations, path, problem);
+        }
+    }
+
+    #[inline(never)]
+    fn check_contains(
+        &self,
+        contains: &Contains,
+        items: &[Value],
+        path: &str,
+        violations: &mut Vec<Violation>,
+        walk: &mut Walk,
+    ) {
+        let found = items
+            .iter()
+            .filter(|item| self.conforms(&contains.node, item, walk))
+            .count() as u64;
+        let noun = |n: u64| if n == 1 { "item" } else { "items" };
+        if found < contains.min {
+            let min = contains.min;
+            let problem = format!(
+                "must contain at least {min} {} matching `contains`, got {found}",
+                noun(min)
+            );
+            report(violations, path, problem);
+        } else if let Some(max) = contains.max.filter(|&max| found > max) {
+            let problem = format!(
+                "must contain at most {max} {} matching `contains`, got {found}",
+                noun(max)
+            );
+            report(violations, path, problem);
+        }
+    }
+
+    #[inline(never)]
+    fn check_property_names(
+        &self,
+        names: &Node,
+        object: &Map<String, Value>,
+        path: &str,
+        violations: &mut Vec<Violation>,
+        walk: &mut Walk,
+    ) {
+        walk.transient += 1;
+        for name in object.keys() {
+            let name = Value::String(name.clone());
+            let mut problems = Vec::new();
+            self.check(names, &name, &mut String::new(), &mut problems, walk);
+            for problem in problems {
+                let problem = format!("property name {name}: {}", problem.problem);
+                report(violations, path, problem);
+            }
+        }
+        walk.transient -= 1;
+    }
+
     fn object_conforms(
         &self,
         checks: &Checks,
@@ -1622,29 +1658,8 @@ impl InputSchema {
             Node::Never => return report(violations, path, "no value is allowed here".to_owned()),
             Node::Checks(checks) => checks,
         };
-        if let Some(types) = checks.types
-            && !types.accepts(value)
-        {
-            let problem = format!("expected {}, got {}", types.describe(), type_name(value));
-            return report(violations, path, problem);
-        }
-        if let Some(allowed) = &checks.allowed
-            && !is_member(allowed, value)
-        {
-            let list = Value::Array(allowed.clone());
-            report(violations, path, format!("must be one of {list}"));
-        }
-        if let Some(constant) = &checks.constant
-            && !json_equal(constant, value)
-        {
-            report(violations, path, format!("must be {constant}"));
-        }
-        if let Some(problem) = checks
-            .bounds
-            .as_ref()
-            .and_then(|bounds| broken_bound(bounds, value))
-        {
-            report(violations, path, problem);
+        if !report_own(checks, value, path, violations) {
+            return;
         }
         if let Some(extra) = checks.extra.as_deref() {
             self.check_extra(extra, value, path, violations, walk);
@@ -1768,6 +1783,49 @@ impl InputSchema {
             path.truncate(mark);
         }
     }
+}
+
+/// Reports the problems of `value` with `checks`' own keywords (not those of its parts or
+/// alternatives); `false` when its type is wrong, which makes the others moot.
+#[inline(never)]
+fn report_own(checks: &Checks, value: &Value, path: &str, violations: &mut Vec<Violation>) -> bool {
+    if let Some(types) = checks.types
+        && !types.accepts(value)
+    {
+        let problem = format!("expected {}, got {}", types.describe(), type_name(value));
+        report(violations, path, problem);
+        return false;
+    }
+    if let Some(allowed) = &checks.allowed
+        && !is_member(allowed, value)
+    {
+        let list = Value::Array(allowed.clone());
+        report(violations, path, format!("must be one of {list}"));
+    }
+    if let Some(constant) = &checks.constant
+        && !json_equal(constant, value)
+    {
+        report(violations, path, format!("must be {constant}"));
+    }
+    if let Some(problem) = checks
+        .bounds
+        .as_ref()
+        .and_then(|bounds| broken_bound(bounds, value))
+    {
+        report(violations, path, problem);
+    }
+    if let (Some(pattern), Value::String(text)) = (
+        checks
+            .extra
+            .as_deref()
+            .and_then(|extra| extra.pattern.as_ref()),
+        value,
+    ) && !pattern.matches(text)
+    {
+        let source = Value::String(pattern.source.clone());
+        report(violations, path, format!("must match the pattern {source}"));
+    }
+    true
 }
 
 /// Whether `value` is one of `allowed` (JSON Schema equality, see [`json_equal`]).
@@ -2612,6 +2670,22 @@ mod tests {
             let schema =
                 InputSchema::compile(&json!({"anyOf": [{"items": {"$ref": "#"}}, {}]})).unwrap();
             assert!(schema.validate(&deeper).is_err());
+            // The reporting walk goes deeper than the check, which stopped at `a`: it stops at
+            // the same depth, within the same stack.
+            let schema = InputSchema::compile(&json!({
+                "properties": {"a": false, "b": {"items": {"$ref": "#/properties/b"}}},
+            }))
+            .unwrap();
+            let input = json!({"a": 1, "b": deeper});
+            let problems: Vec<String> = match schema.validate(&input) {
+                Ok(()) => Vec::new(),
+                Err(violations) => violations.iter().map(ToString::to_string).collect(),
+            };
+            assert_eq!(problems, ["input.a: no value is allowed here"]);
+            let Value::Object(mut input) = input else {
+                unreachable!()
+            };
+            let deeper = input.remove("b").unwrap_or(Value::Null);
             // serde_json drops nested arrays recursively; unwound here to keep the stack small.
             let mut value = deeper;
             while let Value::Array(mut items) = value {
