@@ -9,8 +9,18 @@ Each call runs in a copy of the caller's ``contextvars`` context (the context of
 spans) are seen by the tools, and what a tool sets stays in its own call.
 
 A plain function cannot be interrupted: cancelled, it runs to its end (long ones should poll
-``ctx.cancelled``); one still running when the interpreter exits is waited for, like the
-workers of ``asyncio.to_thread``.
+``ctx.cancelled``) and keeps its worker thread meanwhile, even one that never returns; its call
+is answered anyway (cancelled or timed out) once ``cleanup_grace`` is over, and the turn or run
+completes. One still running when the interpreter exits is waited for, like the workers of
+``asyncio.to_thread``.
+
+An async tool's task is held by ferroloop until its call is answered, and cancelled when its
+turn or run is cancelled, closed or dropped. A task that refuses to stop (catches
+``CancelledError`` and goes on) is answered as cancelled or timed out after ``cleanup_grace``
+and runs on, detached: ``asyncio.run`` waits for it at its end, as for any task, and if it
+awaits something nothing can complete any more it is garbage-collected (its ``finally``
+blocks run as its coroutine is closed), without asyncio's "Task was destroyed but it is
+pending!" log: ferroloop had cancelled it and its result says so.
 """
 
 from __future__ import annotations

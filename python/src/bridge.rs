@@ -624,7 +624,15 @@ impl LoopBridge {
     /// its done-callback never runs, and without this its call's runtime task, its reply
     /// channel here and the bridge (its loop) stayed for the process's life, one set per call.
     /// Not watched (that call then stays as it was) if the task takes no weak reference.
+    ///
+    /// Such a task is not logged as "Task was destroyed but it is pending!" when it is
+    /// collected (asyncio's `_log_destroy_pending`, which `run_until_complete` clears for the
+    /// task it makes): ferroloop cancelled it and gave up on it, and its call's result says
+    /// what happened. Holding it instead would keep every such task, and what it refers to,
+    /// for the loop's life.
     fn watch(&self, py: Python<'_>, task: &Bound<'_, PyAny>, id: u64) {
+        // Another loop's task type may not have the attribute: it then logs as before.
+        let _ = task.setattr(pyo3::intern!(py, "_log_destroy_pending"), false);
         let collected = TaskCollected {
             bridge: self.me.clone(),
             id,

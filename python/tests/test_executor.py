@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import logging
 import math
 import sys
 import threading
@@ -1317,3 +1318,77 @@ async def test_values_nest_as_deep_as_node_and_c_read_them_and_no_deeper() -> No
     assert not result["is_error"], result
     [result] = await ex.run([use(3, "give", n=1, deep=nested_lists(127))])
     assert result["is_error"] and "nested more than 127 levels" in result["content"], result
+
+
+def test_a_cancelled_tool_task_collected_unfinished_is_not_logged_as_destroyed_pending() -> None:
+    # A tool that ignores its cancellation and then awaits something nothing can complete is
+    # garbage once ferroloop has cancelled it and let go of it: its call is answered (with the
+    # timeout or cancellation, then an error naming the cause), and the loop holds tasks only
+    # weakly, so it is collected unfinished. asyncio logged "Task was destroyed but it is
+    # pending!" for it at ERROR level (on every such call, in debug mode with a traceback):
+    # noise about a task ferroloop owned and had already given up on.
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    async def stuck(inp: dict[str, Any]) -> str:
+        while True:
+            try:
+                await asyncio.get_running_loop().create_future()
+            except asyncio.CancelledError:
+                continue
+
+    async def main() -> list[ferroloop.ToolResult]:
+        ex = ferroloop.ToolExecutor(cleanup_grace=0.001)
+        ex.tool("stuck", timeout=0.005)(stuck)
+        ex.tool("stuck_forever")(stuck)
+        results = await ex.run([use(0, "stuck")])
+        turn = ex.turn()
+        turn.submit(use(1, "stuck_forever"))
+        await asyncio.sleep(0.01)
+        turn.cancel()
+        results += await asyncio.wait_for(turn.results(), timeout=30)
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            gc.collect()
+        return results
+
+    handler = Keep()
+    logger = logging.getLogger("asyncio")
+    logger.addHandler(handler)
+    try:
+        results = asyncio.run(main(), debug=True)
+        gc.collect()
+    finally:
+        logger.removeHandler(handler)
+    assert [r["is_error"] for r in results] == [True, True]
+    assert [r.getMessage() for r in records if "destroyed" in r.getMessage()] == []
+
+
+@pytest.mark.asyncio
+async def test_a_plain_tool_that_never_returns_is_answered_when_its_turn_is_cancelled() -> None:
+    # A plain function cannot be interrupted: its worker thread stays with it. The call is
+    # still answered (cancelled) once the cleanup grace is over, and the turn completes.
+    ex = ferroloop.ToolExecutor(cleanup_grace=0.01)
+    started = threading.Event()
+    release = threading.Event()
+
+    @ex.tool
+    def blocked(inp: dict[str, Any]) -> str:
+        started.set()
+        release.wait(60)
+        return "too late"
+
+    try:
+        turn = ex.turn()
+        turn.submit(use(0, "blocked"))
+        assert await asyncio.to_thread(started.wait, 30)
+        turn.cancel()
+        [result] = await asyncio.wait_for(turn.results(), timeout=30)
+        assert result["is_error"] is True
+        assert "cancel" in str(result["content"]).lower(), result
+        assert not release.is_set()  # the function is still running
+    finally:
+        release.set()
