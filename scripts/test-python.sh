@@ -64,6 +64,23 @@ with tarfile.open(sys.argv[1]) as sdist:
     if missing:
         sys.exit(f"the sdist {sys.argv[1]} lacks: {', '.join(missing)}")
 EOF
+# The sdist ships python/tests but not the repository's shared data (tests/, node/, cli/, the
+# README): run from the unpacked sdist, against the extension just installed, the modules that
+# read them must skip those tests, naming the file, and pass the others (a few seconds).
+echo "python: the sdist's tests outside the repository"
+tar -xzf target/sdist-check/ferroloop-*.tar.gz -C target/sdist-check
+(cd target/sdist-check/ferroloop-*/python && timeout 300 python -m pytest -q -p no:cacheprovider -rs \
+    tests/test_decode.py tests/test_sse.py tests/test_tokens.py tests/test_event_types.py \
+    tests/test_parity.py tests/test_result_types.py tests/test_readme.py \
+    tests/test_distribution.py) > target/sdist-check/pytest.log 2>&1 || {
+    cat target/sdist-check/pytest.log >&2
+    echo "the sdist's tests fail outside the repository (target/sdist-check/pytest.log)" >&2
+    exit 1
+}
+grep -q "SKIPPED .*from the ferroloop repository" target/sdist-check/pytest.log || {
+    echo "the sdist's tests skipped nothing outside the repository: is the check still outside it?" >&2
+    exit 1
+}
 
 echo "python: pytest"
 set +e

@@ -29,6 +29,14 @@ OUTSIDE_REPOSITORY = (
     "run the tests from a clone of the repository"
 )
 
+# For a test that needs the repository without reading a file of it itself (it runs code that
+# does, in a subprocess, or from the repository root, where the source distribution has the
+# pure-Python `ferroloop/` without its extension module).
+needs_repository = pytest.mark.skipif(
+    not IN_REPOSITORY,
+    reason=OUTSIDE_REPOSITORY.format("the README, examples and fixtures at the repository root"),
+)
+
 
 def _missing_repository_file(err: BaseException) -> Optional[str]:
     """The repository path a `FileNotFoundError` names, when run outside the repository."""
@@ -125,13 +133,14 @@ def fixture_name(request: pytest.FixtureRequest) -> str:
 
 def ferroloop_binary() -> Path:
     """The `ferroloop` CLI: `$FERROLOOP_BIN`, else `target/debug/ferroloop`, built with cargo
-    when missing (scripts/test-python.sh builds it before pytest)."""
+    when missing (scripts/test-python.sh builds it before pytest). Outside the repository the
+    tests that use it are skipped: their scripts serve the repository's recorded streams."""
+    if not IN_REPOSITORY:
+        pytest.skip(OUTSIDE_REPOSITORY.format("the replay server (cli/) and the recorded streams it serves"))
     configured = os.environ.get("FERROLOOP_BIN")
     if configured:
         return Path(configured)
     binary = REPO / "target" / "debug" / "ferroloop"
-    if not binary.exists() and not (REPO / "cli").is_dir():
-        pytest.skip(OUTSIDE_REPOSITORY.format("the ferroloop CLI (cli/; or set FERROLOOP_BIN)"))
     if not binary.exists():
         subprocess.run(
             ["cargo", "build", "--quiet", "-p", "ferroloop-cli"], cwd=REPO, check=True

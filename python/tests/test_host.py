@@ -18,6 +18,7 @@ from typing import Callable
 import pytest
 
 import ferroloop
+from conftest import needs_repository
 
 # A daemon thread runs an event loop that keeps the executor busy (plain tools on ferroloop's
 # worker threads, async tools on the loop) while the main thread exits: the interpreter's
@@ -430,6 +431,7 @@ FORKED = textwrap.dedent(
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@needs_repository
 def test_a_forked_child_gets_a_working_runtime_and_a_clear_error_for_the_parents_client() -> None:
     done = subprocess.run(
         [sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORKED, str(Path(__file__).parent)],

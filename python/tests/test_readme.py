@@ -10,7 +10,7 @@ import sys
 
 from typing import Callable
 
-from conftest import REPO, ReplayServer
+from conftest import REPO, ReplayServer, needs_repository
 
 
 def run_block(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -28,6 +28,7 @@ def run_block(code: str, env: dict[str, str] | None = None) -> subprocess.Comple
     return done
 
 
+@needs_repository
 def test_readme_python_example_runs() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Python", 1)[1]
@@ -51,6 +52,7 @@ def test_python_readme_has_the_two_blocks_tested_here() -> None:
     assert "ferroloop.Client(" in blocks[1] and "ferroloop.Agent(" in blocks[1]
 
 
+@needs_repository
 def test_python_readme_sse_example_prints_the_event() -> None:
     assert run_block(python_readme_blocks()[0]).stdout == "ping {}\n"
 
@@ -76,6 +78,7 @@ def test_python_readme_client_and_agent_example_runs_against_the_replay_server(
     assert len(server.requests()) >= 2
 
 
+@needs_repository
 def test_example_scripts_run() -> None:
     # Offline: the client example talks to the replay server, not to a real endpoint.
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
