@@ -273,6 +273,7 @@ fn ecma_to_rust(source: &str) -> String {
     }
     out
 }
+
 /// The bound keywords of one schema. Each applies only to values of its kind (a `minimum` to
 /// numbers, a `maxLength` to strings, ...), as JSON Schema says.
 #[derive(Debug, Clone, PartialEq, Default)]
