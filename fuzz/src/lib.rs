@@ -1959,3 +1959,143 @@ pub fn check_agent_stream(data: &[u8]) {
         panic!("the conversation cannot be continued ({why}): {continued:#?}\n{events:#?}");
     }
 }
+
+/// The words a generated tool input schema (and its input) is made of: the keywords the
+/// validator reads, with values that make sense for them often enough to compile.
+const SCHEMA_KEYS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "propertyNames",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "uniqueItems",
+    "pattern",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "$ref",
+    "$defs",
+    "definitions",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "a",
+    "b",
+];
+
+const SCHEMA_STRINGS: &[&str] = &[
+    "string",
+    "integer",
+    "number",
+    "object",
+    "array",
+    "null",
+    "boolean",
+    "#",
+    "#/$defs/a",
+    "#/$defs/b",
+    "#/definitions/a",
+    "#/properties/a",
+    "#/properties/b/items",
+    "#/anyOf/0",
+    "#/%24defs/a",
+    "https://example.invalid/other.json",
+    "#anchor",
+    "a",
+    "b",
+    "^a",
+    "\\d+$",
+    "\\w\\b",
+    "(?!x)a",
+    "[\\d-]",
+    "[",
+    "é\u{1F600}",
+    "",
+];
+
+const SCHEMA_VOCAB: Vocab = Vocab {
+    keys: SCHEMA_KEYS,
+    strings: SCHEMA_STRINGS,
+};
+
+/// Tool input schemas and inputs built from the validator's own keywords:
+/// - compiling and validating never panic, and both are deterministic;
+/// - a refused input comes with at least one violation, each placed under `input`;
+/// - for a schema without `$ref` (whose pointers would move when it is wrapped), `{"not": S}`
+///   refuses exactly what `S` accepts, and `{"allOf": [S, {}]}` and `{"anyOf": [S, false]}`
+///   accept exactly what `S` does.
+pub fn check_input_schema(data: &[u8]) {
+    use ferroloop::exec::InputSchema;
+
+    let mut c = Choices { data, pos: 0 };
+    let schema = gen_value_in(&mut c, 0, &SCHEMA_VOCAB);
+    let input = gen_value_in(&mut c, 0, &SCHEMA_VOCAB);
+    let Ok(compiled) = InputSchema::compile(&schema) else {
+        assert!(
+            InputSchema::compile(&schema).is_err(),
+            "compiling is not deterministic: {schema}"
+        );
+        return;
+    };
+    assert!(
+        InputSchema::compile(&schema).is_ok_and(|again| again == compiled),
+        "compiling is not deterministic: {schema}"
+    );
+    let verdict = compiled.validate(&input);
+    assert_eq!(
+        verdict,
+        compiled.validate(&input),
+        "validating is not deterministic: {schema} on {input}"
+    );
+    if let Err(violations) = &verdict {
+        assert!(
+            !violations.is_empty(),
+            "refused without a violation: {schema} on {input}"
+        );
+        for violation in violations {
+            assert!(
+                violation.path.starts_with("input"),
+                "a violation outside the input ({violation}): {schema} on {input}"
+            );
+        }
+    }
+    if schema.to_string().contains("$ref") {
+        return;
+    }
+    let accepted = verdict.is_ok();
+    let wrapped = [
+        (serde_json::json!({ "not": schema.clone() }), !accepted),
+        (serde_json::json!({ "allOf": [schema.clone(), {}] }), accepted),
+        (serde_json::json!({ "anyOf": [schema, false] }), accepted),
+    ];
+    for (wrapper, expected) in wrapped {
+        let Ok(wrapper_schema) = InputSchema::compile(&wrapper) else {
+            panic!("{wrapper} does not compile though {schema} does");
+        };
+        assert_eq!(
+            wrapper_schema.validate(&input).is_ok(),
+            expected,
+            "{wrapper} on {input}: S accepted it: {accepted}"
+        );
+    }
+}
