@@ -16,8 +16,9 @@
 //!   draft-04's boolean beside `minimum`/`maximum`), `multipleOf`, `minLength` and `maxLength`
 //!   (in characters, i.e. code points), `minItems`, `maxItems`, `uniqueItems`, `minProperties`
 //!   and `maxProperties`;
-//! - `pattern`: unanchored, as ECMA-262's `test` is, with ECMA-262's ASCII `\d`, `\w` and `\b`;
-//!   run by the `regex-automata` engine, in time linear in the string. A pattern that engine
+//! - `pattern`: unanchored, as ECMA-262's `test` is, with ECMA-262's ASCII `\d`, `\w` and `\b`
+//!   and its `.` (which matches no line terminator); run by the `regex-automata` engine, in
+//!   time linear in the string. A pattern that engine
 //!   cannot compile (look-around and back-references, which it lacks by design, other ECMA-262
 //!   syntax it does not share, or a typo) is ignored with a `tracing` warning when the schema
 //!   is compiled, so that the tool still registers: zod's e-mail pattern uses `(?!...)`. Such a
@@ -224,9 +225,11 @@ impl Pattern {
 }
 
 /// Rewrites the ECMA-262 classes whose meaning differs in the Rust engine: `\d`, `\w` and `\b`
-/// are ASCII in ECMA-262 (without the `v` flag) and Unicode-aware here; a `[` inside a class
-/// is a literal in ECMA-262 and a nested class here, and `\b` in a class is a backspace. Other
-/// syntax is passed on as written (what the engine cannot parse then disables the pattern).
+/// are ASCII in ECMA-262 (without the `v` flag) and Unicode-aware here; `.` matches no line
+/// terminator (`\r`, U+2028 and U+2029 too, where the engine's stops only at `\n`); a `[`
+/// inside a class is a literal in ECMA-262 and a nested class here, and `\b` in a class is a
+/// backspace. Other syntax is passed on as written (what the engine cannot parse then disables
+/// the pattern).
 fn ecma_to_rust(source: &str) -> String {
     let mut out = String::with_capacity(source.len() + 8);
     let mut in_class = false;
@@ -263,6 +266,9 @@ fn ecma_to_rust(source: &str) -> String {
                 in_class = false;
                 out.push(']');
             }
+            // ECMA-262's `.` (without the `s` flag) stops at every line terminator; the Rust
+            // engine's only at `\n`.
+            '.' if !in_class => out.push_str("[^\\n\\r\\x{2028}\\x{2029}]"),
             // Set operators in a Rust class, plain characters in ECMA-262.
             '&' | '~' if in_class => {
                 out.push('\\');
@@ -2391,6 +2397,23 @@ mod tests {
         assert_eq!(problems(word.clone(), json!("concat")).len(), 1);
         // ECMA-262's `\b` is ASCII: `é` is no word character, so `écat` has a boundary.
         assert!(problems(word, json!("écat")).is_empty());
+        // ECMA-262's `.` matches no line terminator; inside a class it is a plain dot.
+        let dots = json!({"pattern": "^a.b$"});
+        assert!(problems(dots.clone(), json!("a-b")).is_empty());
+        for terminator in ["a\nb", "a\rb", "a\u{2028}b", "a\u{2029}b"] {
+            assert_eq!(
+                problems(dots.clone(), json!(terminator)).len(),
+                1,
+                "{terminator:?}"
+            );
+        }
+        assert!(problems(json!({"pattern": "^[.]$"}), json!(".")).is_empty());
+        assert_eq!(problems(json!({"pattern": "^[.]$"}), json!("x")).len(), 1);
+        assert!(problems(json!({"pattern": "^a\\.b$"}), json!("a.b")).is_empty());
+        assert_eq!(
+            problems(json!({"pattern": "^a\\.b$"}), json!("axb")).len(),
+            1
+        );
         // In ECMA-262 a `[` inside a class is a plain character, not a nested class.
         assert!(problems(json!({"pattern": "^[[a]+$"}), json!("[a[")).is_empty());
         // A pattern the engine cannot run (look-around, back-references) is ignored, not
