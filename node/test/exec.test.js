@@ -544,6 +544,71 @@ test('schema bounds are enforced: minimum, maxLength, uniqueItems', async () => 
   assert.throws(() => ex.tool({ name: 'bad', schema: { multipleOf: 0 } }, () => 'x'), InvalidArgumentError)
 })
 
+test('schemas as Pydantic and zod write them: $ref, anyOf with null, oneOf and pattern are enforced', async () => {
+  // They were accepted and not checked: a wrong Optional[Point] or a code off its pattern ran.
+  const ex = new ToolExecutor()
+  let calls = 0
+  const pydantic = {
+    $defs: {
+      Point: {
+        properties: { x: { title: 'X', type: 'integer' }, y: { title: 'Y', type: 'integer' } },
+        required: ['x', 'y'],
+        title: 'Point',
+        type: 'object',
+      },
+    },
+    properties: {
+      name: { title: 'Name', type: 'string' },
+      at: { anyOf: [{ $ref: '#/$defs/Point' }, { type: 'null' }], default: null },
+    },
+    required: ['name'],
+    title: 'Place',
+    type: 'object',
+  }
+  ex.tool({ name: 'place', schema: pydantic }, () => { calls++; return 'ok' })
+  const zod = {
+    type: 'object',
+    properties: {
+      code: { type: 'string', pattern: '^[A-Z]{3}-\\d+$' },
+      kind: { oneOf: [{ type: 'string', enum: ['a', 'b'] }, { type: 'integer' }] },
+      again: { $ref: '#/properties/code' },
+    },
+    required: ['code'],
+    additionalProperties: false,
+    $schema: 'http://json-schema.org/draft-07/schema#',
+  }
+  ex.tool({ name: 'ticket', schema: zod }, () => { calls++; return 'ok' })
+  const results = await ex.run([
+    { type: 'tool_use', id: 'a', name: 'place', input: { name: 'home', at: { x: 1, y: 2 } } },
+    { type: 'tool_use', id: 'b', name: 'place', input: { name: 'home', at: null } },
+    { type: 'tool_use', id: 'c', name: 'place', input: { name: 'home', at: { x: 1 } } },
+    { type: 'tool_use', id: 'd', name: 'place', input: { name: 'home', at: 'here' } },
+    { type: 'tool_use', id: 'e', name: 'ticket', input: { code: 'ABC-12', kind: 3, again: 'XYZ-1' } },
+    { type: 'tool_use', id: 'f', name: 'ticket', input: { code: 'abc', kind: 'c', again: 'x' } },
+  ])
+  assert.deepEqual(results.map((r) => r.content).slice(0, 2), ['ok', 'ok'])
+  assert.equal(results[4].content, 'ok')
+  assert.equal(
+    results[2].content,
+    "Invalid input for tool 'place': input.at: matches no alternative of `anyOf`; the closest is alternative 0; input.at: missing required property \"y\"",
+  )
+  assert.equal(
+    results[3].content,
+    "Invalid input for tool 'place': input.at: matches no alternative of `anyOf`: expected null or object, got string",
+  )
+  assert.equal(
+    results[5].content,
+    "Invalid input for tool 'ticket': input.code: must match the pattern \"^[A-Z]{3}-\\\\d+$\"; input.kind: matches no alternative of `oneOf`; the closest is alternative 0; input.kind: must be one of [\"a\",\"b\"]; input.again: must match the pattern \"^[A-Z]{3}-\\\\d+$\"",
+  )
+  assert.equal(calls, 3)
+  // A reference that resolves to nothing, or only to itself, is refused when the tool registers.
+  assert.throws(
+    () => ex.tool({ name: 'broken', schema: { properties: { a: { $ref: '#/$defs/Missing' } } } }, () => 'x'),
+    { name: 'InvalidArgumentError', message: "tool 'broken': invalid input schema at /properties/a: `$ref` \"#/$defs/Missing\" does not resolve in this schema" },
+  )
+  assert.throws(() => ex.tool({ name: 'loop', schema: { $ref: '#' } }, () => 'x'), InvalidArgumentError)
+})
+
 test('a process with an executor and a never-settling tool exits by itself after run()', () => {
   const script = `
     const { ToolExecutor } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.js'))})

@@ -465,6 +465,84 @@ async def test_schema_bounds_are_enforced() -> None:
 
 
 @pytest.mark.asyncio
+async def test_schemas_as_pydantic_and_zod_write_them_are_enforced() -> None:
+    # `$ref`, `anyOf` with null, `oneOf` and `pattern` were accepted and not checked: a wrong
+    # Optional[Point] or a code off its pattern ran the tool.
+    ex = ferroloop.ToolExecutor()
+    calls = 0
+    place_schema = {  # pydantic v2: Place(label: str, at: Optional[Point] = None)
+        "$defs": {
+            "Point": {
+                "properties": {"x": {"title": "X", "type": "integer"}, "y": {"title": "Y", "type": "integer"}},
+                "required": ["x", "y"],
+                "title": "Point",
+                "type": "object",
+            }
+        },
+        "properties": {
+            "label": {"title": "Label", "type": "string"},
+            "at": {"anyOf": [{"$ref": "#/$defs/Point"}, {"type": "null"}], "default": None},
+        },
+        "required": ["label"],
+        "title": "Place",
+        "type": "object",
+    }
+    ticket_schema = {  # zod-to-json-schema
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "^[A-Z]{3}-\\d+$"},
+            "kind": {"oneOf": [{"type": "string", "enum": ["a", "b"]}, {"type": "integer"}]},
+            "again": {"$ref": "#/properties/code"},
+        },
+        "required": ["code"],
+        "additionalProperties": False,
+    }
+
+    @ex.tool(schema=place_schema)
+    async def place(inp: dict[str, Any]) -> str:
+        nonlocal calls
+        calls += 1
+        return "ok"
+
+    @ex.tool(schema=ticket_schema)
+    async def ticket(inp: dict[str, Any]) -> str:
+        nonlocal calls
+        calls += 1
+        return "ok"
+
+    results = await ex.run(
+        [
+            use(0, "place", label="home", at={"x": 1, "y": 2}),
+            use(1, "place", label="home", at=None),
+            use(2, "place", label="home", at={"x": 1}),
+            use(3, "place", label="home", at="here"),
+            use(4, "ticket", code="ABC-12", kind=3, again="XYZ-1"),
+            use(5, "ticket", code="abc", kind="c", again="x"),
+        ]
+    )
+    assert [r["content"] for r in results[:2]] == ["ok", "ok"] and results[4]["content"] == "ok"
+    assert results[2]["content"] == (
+        "Invalid input for tool 'place': input.at: matches no alternative of `anyOf`; "
+        'the closest is alternative 0; input.at: missing required property "y"'
+    )
+    assert results[3]["content"] == (
+        "Invalid input for tool 'place': input.at: matches no alternative of `anyOf`: "
+        "expected null or object, got string"
+    )
+    assert results[5]["content"] == (
+        "Invalid input for tool 'ticket': input.code: must match the pattern \"^[A-Z]{3}-\\\\d+$\"; "
+        "input.kind: matches no alternative of `oneOf`; the closest is alternative 0; "
+        'input.kind: must be one of ["a","b"]; input.again: must match the pattern "^[A-Z]{3}-\\\\d+$"'
+    )
+    assert calls == 3
+    # A reference that resolves to nothing, or only to itself, is refused when the tool registers.
+    with pytest.raises(ferroloop.ToolError, match=r"`\$ref` \"#/\$defs/Missing\" does not resolve"):
+        ex.tool(name="broken", schema={"properties": {"a": {"$ref": "#/$defs/Missing"}}})(place)
+    with pytest.raises(ferroloop.ToolError, match="cycle"):
+        ex.tool(name="loop", schema={"$ref": "#"})(place)
+
+
+@pytest.mark.asyncio
 async def test_tuple_schemas_register_and_numbers_match_enums_by_value() -> None:
     ex = ferroloop.ToolExecutor()
 

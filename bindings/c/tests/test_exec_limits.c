@@ -2,8 +2,8 @@
  * Result size limits of an executor made with fl_executor_new_json and tools added with
  * fl_executor_add_tool_json: a result over the executor's limit becomes the preview plus a spill
  * file under the given spill_dir, a tool's own limit (or "unlimited") replaces the executor's, the
- * turn budget spills the largest result of a batch, an input_schema is enforced, and bad options
- * are refused naming the key.
+ * turn budget spills the largest result of a batch, an input_schema is enforced (`$ref` and
+ * `anyOf` too), and bad options are refused naming the key.
  *
  * The expected replacement is the core's wrapper (core/src/exec/budget.rs), which Python's and
  * Node's executors share: the exact text is checked, not a fragment.
@@ -258,6 +258,32 @@ static void check_input_schema(void) {
     fl_executor_free(executor);
 }
 
+/* Schemas as Pydantic writes them: a `$ref` into `$defs` under `anyOf` with null is enforced
+ * (it was accepted and not checked), and a `$ref` that resolves to nothing is refused when the
+ * tool is added, naming it (tools are added before the first run). */
+static void check_input_schema_refs(void) {
+    fl_executor *executor = new_executor("");
+    add_tool(executor, "{\"name\": \"lines\", \"input_schema\": {"
+                       "\"$defs\": {\"Count\": {\"type\": \"integer\", \"minimum\": 1}},"
+                       " \"type\": \"object\", \"required\": [\"lines\"], \"properties\": {"
+                       "\"lines\": {\"$ref\": \"#/$defs/Count\"},"
+                       " \"label\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"null\"}]}}}}");
+    const char *broken = "{\"name\": \"broken\", \"input_schema\": {\"$ref\": \"#/$defs/Missing\"}}";
+    CHECK_STATUS(fl_executor_add_tool_json(executor, broken, strlen(broken), lines_tool, NULL),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "`$ref` \"#/$defs/Missing\" does not resolve") != NULL);
+    calls = 0;
+    const char *results = run(executor, "[{\"id\":\"bad\",\"name\":\"lines\",\"input\":{\"lines\":0,\"label\":5}},"
+                                        "{\"id\":\"good\",\"name\":\"lines\",\"input\":{\"lines\":1,\"label\":null}}]");
+    CHECK(calls == 1);
+    const char *refused = "{\"type\":\"tool_result\",\"tool_use_id\":\"bad\",\"content\":\"Invalid input "
+                          "for tool 'lines': input.lines: must be at least 1, got 0; input.label: matches no "
+                          "alternative of `anyOf`: expected null or string, got number\",\"is_error\":true}";
+    CHECK(results != NULL && strstr(results, refused) != NULL);
+    CHECK(has_result(results, result_json("good", "line 0000\n", 10)));
+    fl_executor_free(executor);
+}
+
 /* Bad options are refused naming the key; nothing is made. */
 static void check_bad_options(void) {
     const char *cases[][2] = {
@@ -295,6 +321,7 @@ int main(void) {
     check_result_limits(root);
     check_turn_budget(root);
     check_input_schema();
+    check_input_schema_refs();
     check_bad_options();
     CHECK(rmdir(root) == 0);
     return check_summary("test_exec_limits");
