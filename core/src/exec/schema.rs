@@ -16,7 +16,8 @@
 //!   draft-04's boolean beside `minimum`/`maximum`), `multipleOf`, `minLength` and `maxLength`
 //!   (in characters, i.e. code points), `minItems`, `maxItems`, `uniqueItems`, `minProperties`
 //!   and `maxProperties`;
-//! - `pattern`: unanchored, as ECMA-262's `test` is, with ECMA-262's ASCII `\d`, `\w` and `\b`
+//! - `pattern`: unanchored, as ECMA-262's `test` is, with ECMA-262's ASCII `\d`, `\w` and `\b`,
+//!   its `\s` (white space and line terminators, U+FEFF included), its `\cX` control escapes
 //!   and its `.` (which matches no line terminator); run by the `regex-automata` engine, in
 //!   time linear in the string. A pattern that engine
 //!   cannot compile (look-around and back-references, which it lacks by design, other ECMA-262
@@ -27,13 +28,16 @@
 //! - the applicators `allOf`, `anyOf`, `oneOf`, `not`, and `if`/`then`/`else`;
 //! - `$ref` into the same document: `#` (the whole schema), `#/$defs/Name`,
 //!   `#/definitions/Name`, or any JSON pointer (`~0`/`~1` escapes, percent-decoded), also with
-//!   the document's own `$id` in front. A `$ref` applies beside its sibling keywords (as in
-//!   2019-09 and later). Each referenced schema is compiled once, so recursive schemas (a tree
+//!   the document's own `$id` in front. Inside a subschema with an `$id` of its own (a URI, not
+//!   draft-07's `"$id": "#name"`), a fragment names a place in that subschema, as that `$id`
+//!   starts a new resource. A `$ref` applies beside its sibling keywords (as in 2019-09 and
+//!   later). Each referenced schema is compiled once, so recursive schemas (a tree
 //!   type naming itself) are fine. A local `$ref` that resolves to nothing is a
 //!   [`SchemaError`] naming it, and so is a cycle of references that never descends into the
 //!   input (`{"$ref": "#"}`): it would never end and says nothing. A `$ref` to another document
 //!   (`https://…`, `other.json`) or an anchor (`#name`) is not fetched or searched: it is
-//!   ignored with a warning, as such schemas registered (unchecked) before.
+//!   ignored with a warning, as such schemas registered (unchecked) before; so is one by
+//!   another URI naming a subschema's `$id`.
 //!
 //! Other keywords are accepted and not checked: `format` (an annotation by default in JSON
 //! Schema 2020-12), `unevaluatedProperties`, `unevaluatedItems`, `$dynamicRef`,
@@ -45,6 +49,10 @@
 //! recursive union, an expression tree under `oneOf`, is checked in time linear in the input
 //! rather than exponential); such a definition is applied to each value at most once. Walks
 //! deeper than [`MAX_DEPTH`] schema steps fail with a violation rather than exhaust the stack.
+//!
+//! Conformance: `core/tests/schema_conformance.rs` runs the JSON-Schema-Test-Suite (drafts
+//! 2020-12 and 7) for these keywords, and lists the cases left out (those of the unsupported
+//! features above) with the reason.
 
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
@@ -224,8 +232,14 @@ impl Pattern {
     }
 }
 
+/// ECMA-262's `\s`: its WhiteSpace (with U+FEFF, which Unicode's White_Space lacks) and
+/// LineTerminator (without U+0085, which Unicode's White_Space has), as the inside of a class.
+const ECMA_SPACE: &str = r"\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}";
+
 /// Rewrites the ECMA-262 classes whose meaning differs in the Rust engine: `\d`, `\w` and `\b`
-/// are ASCII in ECMA-262 (without the `v` flag) and Unicode-aware here; `.` matches no line
+/// are ASCII in ECMA-262 (without the `v` flag) and Unicode-aware here; `\s` is ECMA-262's
+/// white space and line terminators, not Unicode's White_Space; `\cX` is a control character
+/// (the engine has no such escape); `.` matches no line
 /// terminator (`\r`, U+2028 and U+2029 too, where the engine's stops only at `\n`); a `[`
 /// inside a class is a literal in ECMA-262 and a nested class here, and `\b` in a class is a
 /// backspace. Other syntax is passed on as written (what the engine cannot parse then disables
@@ -246,6 +260,25 @@ fn ecma_to_rust(source: &str) -> String {
                     'D' => out.push_str("[^0-9]"),
                     'w' => out.push_str("[0-9A-Za-z_]"),
                     'W' => out.push_str("[^0-9A-Za-z_]"),
+                    's' => {
+                        out.push('[');
+                        out.push_str(ECMA_SPACE);
+                        out.push(']');
+                    }
+                    'S' => {
+                        out.push_str("[^");
+                        out.push_str(ECMA_SPACE);
+                        out.push(']');
+                    }
+                    // `\cX`: the control character of the letter X.
+                    'c' if chars
+                        .clone()
+                        .next()
+                        .is_some_and(|l| l.is_ascii_alphabetic()) =>
+                    {
+                        let letter = chars.next().map_or(0, |l| l as u32);
+                        let _ = write!(out, "\\x{:02X}", letter % 32);
+                    }
                     'b' if in_class => out.push_str("\\x08"),
                     'b' => out.push_str("(?-u:\\b)"),
                     'B' if !in_class => out.push_str("(?-u:\\B)"),
@@ -366,12 +399,15 @@ impl InputSchema {
 
     /// Compiles a JSON schema.
     pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
+        let base = schema.get("$id").and_then(Value::as_str).map(uri_of);
         let mut compiler = Compiler {
             document: schema,
-            base: schema
-                .get("$id")
-                .and_then(Value::as_str)
-                .map(|id| id.split_once('#').map_or(id, |(uri, _)| uri)),
+            base,
+            resource: Resource {
+                root: schema,
+                id: base,
+                path: String::new(),
+            },
             targets: Vec::new(),
             by_address: HashMap::new(),
             pending: Vec::new(),
@@ -379,7 +415,8 @@ impl InputSchema {
         let root = compiler.node(schema, &mut String::new())?;
         // Referenced schemas are compiled after the tree that names them, from a work list
         // rather than by recursion, so that a recursive schema compiles each target once.
-        while let Some((index, value, mut path)) = compiler.pending.pop() {
+        while let Some((index, value, mut path, resource)) = compiler.pending.pop() {
+            compiler.resource = resource;
             compiler.targets[index].node = compiler.node(value, &mut path)?;
         }
         find_cycle(&compiler.targets)?;
@@ -449,20 +486,71 @@ struct Compiled {
     label: String,
 }
 
+/// A schema resource: the document, or a subschema with an `$id` of its own (a URI, not only a
+/// fragment), against which the `$ref`s inside it resolve their fragments.
+#[derive(Clone)]
+struct Resource<'a> {
+    root: &'a Value,
+    /// Its `$id` without the fragment, as written (not resolved against the outer base).
+    id: Option<&'a str>,
+    /// Where its root is in the document.
+    path: String,
+}
+
+/// A URI without its fragment.
+fn uri_of(id: &str) -> &str {
+    id.split_once('#').map_or(id, |(uri, _)| uri)
+}
+
+/// The `$id` of `schema` when it starts a new schema resource (a URI, not only a fragment:
+/// draft-07's `"$id": "#name"` is an anchor).
+fn resource_id(schema: &Value) -> Option<&str> {
+    let id = uri_of(schema.get("$id")?.as_str()?);
+    (!id.is_empty()).then_some(id)
+}
+
 struct Compiler<'a> {
     document: &'a Value,
     /// The document's `$id` without its fragment: a `$ref` starting with it is local.
     base: Option<&'a str>,
+    /// The innermost resource around the schema being compiled.
+    resource: Resource<'a>,
     targets: Vec<Compiled>,
     /// The target compiled for each referenced schema, by its address in the document (two
     /// spellings of one pointer, `#/$defs/A` and `#/%24defs/A`, are one target).
     by_address: HashMap<*const Value, usize>,
-    /// Targets named but not compiled yet, with their place in the document.
-    pending: Vec<(usize, &'a Value, String)>,
+    /// Targets named but not compiled yet, with their place in the document and the resource
+    /// they lie in.
+    pending: Vec<(usize, &'a Value, String, Resource<'a>)>,
 }
 
 impl<'a> Compiler<'a> {
     fn node(&mut self, schema: &'a Value, path: &mut String) -> Result<Node, SchemaError> {
+        // A subschema with its own `$id` is a resource of its own: the fragments of the `$ref`s
+        // inside it name places in it, not in the document.
+        let outer = match resource_id(schema) {
+            Some(id) if !std::ptr::eq(schema, self.document) => Some(std::mem::replace(
+                &mut self.resource,
+                Resource {
+                    root: schema,
+                    id: Some(id),
+                    path: path.clone(),
+                },
+            )),
+            _ => None,
+        };
+        let node = self.node_in_resource(schema, path);
+        if let Some(outer) = outer {
+            self.resource = outer;
+        }
+        node
+    }
+
+    fn node_in_resource(
+        &mut self,
+        schema: &'a Value,
+        path: &mut String,
+    ) -> Result<Node, SchemaError> {
         let object = match schema {
             Value::Bool(true) => return Ok(Node::Any),
             Value::Bool(false) => return Ok(Node::Never),
@@ -684,7 +772,20 @@ impl<'a> Compiler<'a> {
     /// which is not checked).
     fn reference(&mut self, reference: &str, path: &str) -> Result<Option<usize>, SchemaError> {
         let (uri, fragment) = reference.split_once('#').unwrap_or((reference, ""));
-        let local = uri.is_empty() || self.base == Some(uri);
+        // A fragment alone names a place in the innermost resource; the document's `$id` (or
+        // that resource's, as written) in front names the same document.
+        let resource = if uri.is_empty() || self.resource.id == Some(uri) {
+            Some(self.resource.clone())
+        } else if self.base == Some(uri) {
+            Some(Resource {
+                root: self.document,
+                id: self.base,
+                path: String::new(),
+            })
+        } else {
+            None
+        };
+        let local = resource.is_some();
         let pointer = if local {
             percent_decode(fragment).ok_or_else(|| {
                 schema_error(
@@ -695,7 +796,8 @@ impl<'a> Compiler<'a> {
         } else {
             String::new()
         };
-        if !local || !(pointer.is_empty() || pointer.starts_with('/')) {
+        let Some(resource) = resource.filter(|_| pointer.is_empty() || pointer.starts_with('/'))
+        else {
             // Another document, or an anchor: neither fetched nor searched. Refusing the schema
             // would make tools unregistrable that registered (unchecked) before.
             tracing::warn!(
@@ -705,13 +807,24 @@ impl<'a> Compiler<'a> {
                  what it names is not checked"
             );
             return Ok(None);
-        }
-        let target = resolve(self.document, &pointer).ok_or_else(|| {
+        };
+        let (target, inner) = resolve(resource.root, &pointer).ok_or_else(|| {
             schema_error(
                 path,
                 &format!("`$ref` \"{reference}\" does not resolve in this schema"),
             )
         })?;
+        // Where the target is in the document, and the resource it lies in: a subschema with
+        // its own `$id` on the way, or the one the pointer started from.
+        let target_path = format!("{}{pointer}", resource.path);
+        let resource = match inner {
+            Some((root, id, prefix)) => Resource {
+                root,
+                id: Some(id),
+                path: format!("{}{}", resource.path, &pointer[..prefix]),
+            },
+            None => resource,
+        };
         let address: *const Value = target;
         let next = self.targets.len();
         let index = *self.by_address.entry(address).or_insert(next);
@@ -719,9 +832,9 @@ impl<'a> Compiler<'a> {
             self.targets.push(Compiled {
                 node: Node::Any,
                 names: 0,
-                label: format!("#{pointer}"),
+                label: format!("#{target_path}"),
             });
-            self.pending.push((index, target, pointer));
+            self.pending.push((index, target, target_path, resource));
         }
         self.targets[index].names += 1;
         Ok(Some(index))
@@ -780,13 +893,25 @@ fn percent_decode(fragment: &str) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
-/// The value a JSON pointer (RFC 6901, already percent-decoded) names in `document`.
-fn resolve<'a>(document: &'a Value, pointer: &str) -> Option<&'a Value> {
+/// The value a JSON pointer (RFC 6901, already percent-decoded) names in `document`, and the
+/// innermost subschema with an `$id` of its own passed on the way there (not `document`, not
+/// the value named): that subschema, its `$id`, and the length of the pointer to it.
+#[allow(clippy::type_complexity)]
+fn resolve<'a>(
+    document: &'a Value,
+    pointer: &str,
+) -> Option<(&'a Value, Option<(&'a Value, &'a str, usize)>)> {
     if pointer.is_empty() {
-        return Some(document);
+        return Some((document, None));
     }
     let mut value = document;
+    let mut inner = None;
+    let mut offset = 0;
     for token in pointer.strip_prefix('/')?.split('/') {
+        if let Some(id) = resource_id(value).filter(|_| offset > 0) {
+            inner = Some((value, id, offset));
+        }
+        offset += 1 + token.len();
         let token = unescape_token(token)?;
         value = match value {
             Value::Object(object) => object.get(token.as_str())?,
@@ -802,7 +927,7 @@ fn resolve<'a>(document: &'a Value, pointer: &str) -> Option<&'a Value> {
             _ => return None,
         };
     }
-    Some(value)
+    Some((value, inner))
 }
 
 /// A pointer token with `~1` as `/` and `~0` as `~`; `None` for another `~` sequence.
@@ -1131,8 +1256,11 @@ fn is_multiple(number: &Number, step: &Number) -> bool {
     };
     let nearest = (x / step).round();
     if !nearest.is_finite() {
-        // A value so far past the step that no multiple is representable near it.
-        return false;
+        // The quotient overflows. An integer is still a multiple of a step 1/k for a whole k
+        // (`1e308` of `0.5`); of another step (`0.123456789`), no multiple is representable
+        // near it.
+        let reciprocal = 1.0 / step;
+        return x.fract() == 0.0 && reciprocal.is_finite() && reciprocal.fract() == 0.0;
     }
     (x - step * nearest).abs() <= 2.0 * f64::EPSILON * x.abs()
 }
@@ -2109,6 +2237,8 @@ mod tests {
                 json!({"exclusiveMaximum": 18_446_744_073_709_551_615_u64}),
                 json!(18_446_744_073_709_551_615_u64),
             ),
+            // The quotient overflows an f64 (JSON-Schema-Test-Suite `multipleOf.json`).
+            (json!({"multipleOf": 0.123_456_789}), json!(1e308)),
         ] {
             assert_eq!(
                 problems(schema.clone(), input.clone()).len(),
@@ -2125,6 +2255,9 @@ mod tests {
                 json!(9_223_372_036_854_775_800_i64),
             ),
             (json!({"multipleOf": 2}), json!(1e20)),
+            // The quotient overflows an f64 (JSON-Schema-Test-Suite `float-overflow.json`).
+            (json!({"multipleOf": 0.5}), json!(1e308)),
+            (json!({"multipleOf": 1e-300}), json!(-1e100)),
             (
                 json!({"maximum": 9_007_199_254_740_993_i64}),
                 json!(9_007_199_254_740_993_i64),
@@ -2416,6 +2549,30 @@ mod tests {
         );
         // In ECMA-262 a `[` inside a class is a plain character, not a nested class.
         assert!(problems(json!({"pattern": "^[[a]+$"}), json!("[a[")).is_empty());
+        // ECMA-262's `\s` takes U+FEFF and not U+0085 (Unicode's White_Space: the reverse);
+        // JSON-Schema-Test-Suite `optional/ecmascript-regex.json`.
+        let space = json!({"pattern": "^\\s$"});
+        for white in [
+            "\u{feff}", " ", "\t", "\u{a0}", "\u{2003}", "\u{2028}", "\u{3000}",
+        ] {
+            assert!(
+                problems(space.clone(), json!(white)).is_empty(),
+                "{white:?}"
+            );
+            assert_eq!(problems(json!({"pattern": "^\\S$"}), json!(white)).len(), 1);
+            assert!(problems(json!({"pattern": "^[\\sx]$"}), json!(white)).is_empty());
+        }
+        assert_eq!(problems(space.clone(), json!("\u{85}")).len(), 1);
+        assert_eq!(problems(space, json!("\u{200b}")).len(), 1);
+        assert!(problems(json!({"pattern": "^\\S$"}), json!("\u{85}")).is_empty());
+        // `\cX` is the control character of the letter X, in either case.
+        for pattern in ["^\\cC$", "^\\cc$", "^[\\cC]$"] {
+            assert!(problems(json!({"pattern": pattern}), json!("\u{3}")).is_empty());
+            assert_eq!(
+                problems(json!({"pattern": pattern}), json!("\\cC")).len(),
+                1
+            );
+        }
         // A pattern the engine cannot run (look-around, back-references) is ignored, not
         // refused: the tool still registers.
         assert!(problems(json!({"pattern": "(a)\\1"}), json!("ab")).is_empty());
@@ -2494,6 +2651,58 @@ mod tests {
                 "input.next.next: matches no alternative of `anyOf`; the closest is alternative 0",
                 "input.next.next.v: expected string, got number",
             ]
+        );
+    }
+
+    /// A subschema with an `$id` of its own is a resource: a fragment `$ref` inside it names a
+    /// place in it, not in the document (JSON-Schema-Test-Suite `ref.json`, "refs with relative
+    /// uris and defs": the schema was refused as `#/$defs/inner` is not in the document root).
+    #[test]
+    fn refs_resolve_in_the_nested_resource() {
+        let schema = json!({
+            "$id": "http://example.com/root.json",
+            "$defs": {"inner": {"type": "integer"}},
+            "properties": {
+                "foo": {
+                    "$id": "foo.json",
+                    "$defs": {"inner": {"properties": {"bar": {"type": "string"}}}},
+                    "$ref": "#/$defs/inner"
+                },
+                "whole": {"$id": "whole.json", "type": "array", "items": {"$ref": "#"}},
+                "root": {"$id": "other.json", "$ref": "http://example.com/root.json#/$defs/inner"},
+                "via": {"$ref": "#/properties/foo"}
+            }
+        });
+        assert!(problems(schema.clone(), json!({"foo": {"bar": "a"}, "root": 1})).is_empty());
+        assert_eq!(
+            problems(schema.clone(), json!({"foo": {"bar": 1}})),
+            ["input.foo.bar: expected string, got number"]
+        );
+        assert_eq!(
+            problems(schema.clone(), json!({"root": "x"})),
+            ["input.root: expected integer, got string"]
+        );
+        // Reached through a `$ref` from outside, the resource's own fragments still resolve in it.
+        assert_eq!(
+            problems(schema.clone(), json!({"via": {"bar": 1}})),
+            ["input.via.bar: expected string, got number"]
+        );
+        assert!(problems(schema.clone(), json!({"whole": [[], [[]]]})).is_empty());
+        assert_eq!(problems(schema, json!({"whole": [1]})).len(), 1);
+        // A fragment the nested resource lacks does not resolve, even where the document has it.
+        let err = InputSchema::compile(&json!({
+            "$defs": {"a": true},
+            "properties": {"x": {"$id": "x.json", "$ref": "#/$defs/a"}}
+        }))
+        .unwrap_err();
+        assert_eq!(err.path, "/properties/x");
+        // A draft-07 `"$id": "#name"` is an anchor, not a resource.
+        assert!(
+            InputSchema::compile(&json!({
+                "$defs": {"a": true},
+                "properties": {"x": {"$id": "#x", "$ref": "#/$defs/a"}}
+            }))
+            .is_ok()
         );
     }
 
