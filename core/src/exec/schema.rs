@@ -19,10 +19,10 @@
 //! - `pattern`: unanchored, as ECMA-262's `test` is, with ECMA-262's ASCII `\d`, `\w` and `\b`,
 //!   its `\s` (white space and line terminators, U+FEFF included), its `\cX` control escapes
 //!   and its `.` (which matches no line terminator); run by the `regex-automata` engine, in
-//!   time linear in the string. A pattern that engine
-//!   cannot compile (look-around and back-references, which it lacks by design, other ECMA-262
-//!   syntax it does not share, or a typo) is ignored with a `tracing` warning when the schema
-//!   is compiled, so that the tool still registers: zod's e-mail pattern uses `(?!...)`. Such a
+//!   time linear in the string. A pattern that engine cannot compile (look-around and
+//!   back-references, which it lacks by design, other ECMA-262 syntax it does not share, or a
+//!   typo) is ignored with a `tracing` warning when the schema is compiled, so that the tool
+//!   still registers: zod's e-mail pattern uses `(?!...)`. Such a
 //!   `patternProperties` pattern also keeps `additionalProperties` from refusing the names the
 //!   other keywords do not cover, as it may cover them;
 //! - the applicators `allOf`, `anyOf`, `oneOf`, `not`, and `if`/`then`/`else`;
@@ -239,11 +239,10 @@ const ECMA_SPACE: &str = r"\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028
 /// Rewrites the ECMA-262 classes whose meaning differs in the Rust engine: `\d`, `\w` and `\b`
 /// are ASCII in ECMA-262 (without the `v` flag) and Unicode-aware here; `\s` is ECMA-262's
 /// white space and line terminators, not Unicode's White_Space; `\cX` is a control character
-/// (the engine has no such escape); `.` matches no line
-/// terminator (`\r`, U+2028 and U+2029 too, where the engine's stops only at `\n`); a `[`
-/// inside a class is a literal in ECMA-262 and a nested class here, and `\b` in a class is a
-/// backspace. Other syntax is passed on as written (what the engine cannot parse then disables
-/// the pattern).
+/// (the engine has no such escape); `.` matches no line terminator (`\r`, U+2028 and U+2029
+/// too, where the engine's stops only at `\n`); a `[` inside a class is a literal in ECMA-262
+/// and a nested class here, and `\b` in a class is a backspace. Other syntax is passed on as
+/// written (what the engine cannot parse then disables the pattern).
 fn ecma_to_rust(source: &str) -> String {
     let mut out = String::with_capacity(source.len() + 8);
     let mut in_class = false;
