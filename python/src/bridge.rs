@@ -80,7 +80,8 @@ pub(crate) struct LoopBridge {
     jobs: Mutex<Vec<Job>>,
     /// A pump call is queued on the loop and has not started draining yet.
     scheduled: AtomicBool,
-    /// Running Python tasks by call id, so a dropped [`PyCall`] can cancel its task.
+    /// Running Python tasks by call id, so a dropped [`PyCall`] can cancel its task (released
+    /// once the loop is found closed: see [`LoopBridge::release_tasks`]).
     tasks: Mutex<HashMap<u64, Py<PyAny>>>,
     /// The reply channel of each running task, keyed by the task object's address (valid while
     /// the task is alive, and it is until its done-callback ran).
@@ -161,19 +162,65 @@ impl LoopBridge {
     fn schedule_pump(self: &Arc<Self>, py: Python<'_>) {
         // The pump holds the bridge strongly: queued jobs must outlive every other owner (the
         // Rust future that queued the final result may be gone before the pump runs).
-        let pump = Pump {
-            bridge: Arc::clone(self),
-        };
-        let scheduled = self
-            .event_loop
-            .bind(py)
-            .call_method1(pyo3::intern!(py, "call_soon_threadsafe"), (pump,));
+        let pump = Py::new(
+            py,
+            Pump {
+                bridge: Arc::clone(self),
+                ran: AtomicBool::new(false),
+            },
+        );
+        let scheduled = pump.as_ref().map_err(|_| ()).and_then(|pump| {
+            self.event_loop
+                .bind(py)
+                .call_method1(pyo3::intern!(py, "call_soon_threadsafe"), (pump,))
+                .map_err(|_| ())
+        });
         if scheduled.is_err() {
-            // The loop is closed: nothing will run the jobs. Dropping them drops their reply
-            // channels, which their receivers see as cancellation.
-            let orphaned = std::mem::take(&mut *lock(&self.jobs));
-            self.scheduled.store(false, Ordering::Release);
-            drop(orphaned);
+            // Dropped unrun, the pump would abandon the jobs itself (whenever the error's
+            // traceback lets it go): done here, now.
+            if let Ok(pump) = &pump {
+                pump.get().ran.store(true, Ordering::Release);
+            }
+            self.abandon_jobs(py);
+        }
+    }
+
+    /// Nothing will run the queued jobs (the loop is closed, or refused the pump): drops them,
+    /// which drops their reply channels (their receivers see cancellation) and the futures
+    /// waiting for a poll. Once the loop is closed, its running tasks are not held any more
+    /// (see [`LoopBridge::release_tasks`]).
+    fn abandon_jobs(&self, py: Python<'_>) {
+        let orphaned = std::mem::take(&mut *lock(&self.jobs));
+        self.scheduled.store(false, Ordering::Release);
+        if self.loop_is_closed(py) {
+            self.release_tasks(py);
+        }
+        // Dropping a job may queue others (a dropped call cancels its task): they come back
+        // here, as the loop refuses their pump.
+        drop(orphaned);
+    }
+
+    /// Whether the loop is closed (`loop.is_closed()`; not known closed if that fails).
+    fn loop_is_closed(&self, py: Python<'_>) -> bool {
+        self.event_loop
+            .bind(py)
+            .call_method0(pyo3::intern!(py, "is_closed"))
+            .and_then(|closed| closed.is_truthy())
+            .unwrap_or(false)
+    }
+
+    /// The loop is closed with tasks of calls still pending: asyncio neither cancels nor runs
+    /// them any more, and they are garbage once nothing refers to them. The bridge held them
+    /// (to cancel them), and each call's reply channel waits here for its task's end, which
+    /// refers, through the call's turn or run, to the executor, its tools and so to this bridge:
+    /// a cycle in Rust that the collector cannot see, which kept every such task, its coroutine
+    /// and what it refers to, the call's channels and the bridge for the process's life. They
+    /// are watched instead, as a cancelled task ferroloop gave up on: collected, a task answers
+    /// its call (if anyone still waits for it) and frees its channel.
+    fn release_tasks(&self, py: Python<'_>) {
+        let tasks = std::mem::take(&mut *lock(&self.tasks));
+        for (id, task) in tasks {
+            self.watch(py, task.bind(py), id, Gone::LoopClosed);
         }
     }
 
@@ -373,15 +420,37 @@ fn bridge_in_slot(py: Python<'_>, slot: &BridgeSlot, rebind: Rebind) -> PyResult
 #[pyclass(frozen, module = "ferroloop._native")]
 pub(crate) struct Pump {
     bridge: Arc<LoopBridge>,
+    /// Called (or known not to be needed any more).
+    ran: AtomicBool,
 }
 
 #[pymethods]
 impl Pump {
     fn __call__(&self, py: Python<'_>) {
+        self.ran.store(true, Ordering::Release);
         let Some(_pass) = loop_callback_pass() else {
             return;
         };
         self.bridge.drain(py);
+    }
+}
+
+impl Drop for Pump {
+    /// A pump dropped uncalled was dropped by its loop: `loop.close()` drops the callbacks
+    /// still queued. The bridge's jobs would wait for it for good, and `scheduled` (still set)
+    /// would keep every later job from waking the loop and learning it is closed.
+    fn drop(&mut self) {
+        if self.ran.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(_pass) = loop_callback_pass() else {
+            return;
+        };
+        Python::attach(|py| {
+            if self.bridge.loop_is_closed(py) {
+                self.bridge.abandon_jobs(py);
+            }
+        });
     }
 }
 
@@ -611,12 +680,13 @@ fn cancel_task(py: Python<'_>, bridge: &LoopBridge, id: u64) {
     if let Some(task) = task {
         let task = task.bind(py);
         let _ = task.call_method0(pyo3::intern!(py, "cancel"));
-        bridge.watch(py, task, id);
+        bridge.watch(py, task, id, Gone::Cancelled);
     }
 }
 
 impl LoopBridge {
-    /// Has the call `id` answered once its (cancelled) `task` is garbage-collected unfinished.
+    /// Has the call `id` answered once its (cancelled, or left pending by its closed loop)
+    /// `task` is garbage-collected unfinished.
     ///
     /// The executor keeps a call that ignored its cancellation past its cleanup grace waiting
     /// for its answer on a runtime task of its own (for its cleanup). A task awaiting a future
@@ -627,16 +697,17 @@ impl LoopBridge {
     ///
     /// Such a task is not logged as "Task was destroyed but it is pending!" when it is
     /// collected (asyncio's `_log_destroy_pending`, which `run_until_complete` clears for the
-    /// task it makes): ferroloop cancelled it and gave up on it, and its call's result says
-    /// what happened. Holding it instead would keep every such task, and what it refers to,
+    /// task it makes): ferroloop cancelled it (or could not, its loop being closed) and gave
+    /// up on it, and its call's result says what happened. Holding it instead would keep every such task, and what it refers to,
     /// for the loop's life.
-    fn watch(&self, py: Python<'_>, task: &Bound<'_, PyAny>, id: u64) {
+    fn watch(&self, py: Python<'_>, task: &Bound<'_, PyAny>, id: u64, gone: Gone) {
         // Another loop's task type may not have the attribute: it then logs as before.
         let _ = task.setattr(pyo3::intern!(py, "_log_destroy_pending"), false);
         let collected = TaskCollected {
             bridge: self.me.clone(),
             id,
             key: task.as_ptr() as usize,
+            gone,
         };
         let Ok(collected) = Py::new(py, collected) else {
             return;
@@ -667,6 +738,16 @@ pub(crate) struct TaskCollected {
     /// The task's address: its key in `replies` (not reused before this callback returns, as
     /// the task is freed only after its weak references' callbacks ran).
     key: usize,
+    gone: Gone,
+}
+
+/// Why the bridge stopped holding a task it watches.
+#[derive(Clone, Copy)]
+enum Gone {
+    /// Its call was cancelled (timeout, cancellation, a dropped call).
+    Cancelled,
+    /// Its loop was closed while it ran.
+    LoopClosed,
 }
 
 #[pymethods]
@@ -691,9 +772,18 @@ impl TaskCollected {
             };
             if let Some((_, tx)) = reply {
                 tx.send(CallOutcome::Raised(
-                    "the tool's task was garbage-collected before it finished (it ignored its \
-                     cancellation and awaited something nothing could complete any more)"
-                        .to_owned(),
+                    match self.gone {
+                        Gone::Cancelled => {
+                            "the tool's task was garbage-collected before it finished (it \
+                             ignored its cancellation and awaited something nothing could \
+                             complete any more)"
+                        }
+                        Gone::LoopClosed => {
+                            "the tool's task was garbage-collected before it finished (its \
+                             event loop was closed while it ran)"
+                        }
+                    }
+                    .to_owned(),
                 ));
             }
         }));
@@ -1010,8 +1100,31 @@ impl std::task::Wake for Driver {
 
     fn wake_by_ref(self: &Arc<Self>) {
         if !self.queued.swap(true, Ordering::AcqRel) {
-            let driver = Arc::clone(self);
-            self.bridge.submit(Box::new(move |_, _| driver.poll_once()));
+            let poll = PollJob(Some(Arc::clone(self)));
+            self.bridge.submit(Box::new(move |_, _| poll.run()));
+        }
+    }
+}
+
+/// The job that polls a [`Driver`]. Dropped unrun (its loop is closed: nothing will poll the
+/// future again, nor could it resolve its asyncio future), it drops the driver's future, as a
+/// cancellation does: that future refers to its asyncio future, whose done-callback refers to
+/// the driver, a cycle in Rust that kept both (and the run or turn the future awaits, with its
+/// calls) alive for good.
+struct PollJob(Option<Arc<Driver>>);
+
+impl PollJob {
+    fn run(mut self) {
+        if let Some(driver) = self.0.take() {
+            driver.poll_once();
+        }
+    }
+}
+
+impl Drop for PollJob {
+    fn drop(&mut self) {
+        if let Some(driver) = self.0.take() {
+            driver.cancel();
         }
     }
 }

@@ -7,10 +7,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import time
 import weakref
-from typing import Any
+from typing import Any, Awaitable, Callable
+
+import pytest
 
 import ferroloop
+from conftest import ReplayServer, anthropic_events
 from ferroloop import _native
 
 
@@ -249,3 +253,179 @@ def test_a_call_whose_task_ignores_its_cancellation_and_is_collected_leaves_no_t
 
     results = asyncio.run(within_grace())
     assert [(r["is_error"], "timed out" in str(r["content"])) for r in results] == [(True, True)] * 2
+
+
+class ToolTasks:
+    """An executor whose tool `slow` never answers, and what its calls leave alive, seen
+    through weak references: their tasks and an object each coroutine refers to."""
+
+    def __init__(self) -> None:
+        self.tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self.markers: weakref.WeakSet[object] = weakref.WeakSet()
+        self.started = 0
+
+    def executor(self, timeout: float | None = None) -> ferroloop.ToolExecutor:
+        executor = ferroloop.ToolExecutor()
+
+        @executor.tool(concurrency_safe=True, timeout=timeout)
+        async def slow(input: dict[str, Any]) -> str:
+            class Marker:
+                pass
+
+            task = asyncio.current_task()
+            assert task is not None
+            self.tasks.add(task)
+            self.markers.add(marker := Marker())
+            self.started += 1
+            await asyncio.sleep(3600)
+            return repr(marker)
+
+        return executor
+
+    async def wait_started(self) -> None:
+        for _ in range(2000):
+            if self.started:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the tool never started")
+
+
+def settle(alive: Callable[[], bool], runtime_tasks_before: int) -> tuple[bool, int]:
+    """Collects until `alive()` is false and the runtime has no more tasks than before (or a
+    generous while passed); returns both. A reference released on one of the runtime's threads
+    is dropped at the next call into the extension (pyo3 defers it until it holds the
+    interpreter): each round makes one before looking."""
+    for _ in range(1000):
+        tasks = _native._debug_alive_tasks()
+        gc.collect()
+        if not alive() and tasks <= runtime_tasks_before:
+            break
+        time.sleep(0.01)
+    tasks = _native._debug_alive_tasks()
+    gc.collect()
+    return alive(), tasks
+
+
+def closed_with_pending_tool_tasks(
+    start: Callable[[ToolTasks], Awaitable[object]],
+    caplog: pytest.LogCaptureFixture,
+    before_close: Callable[[asyncio.AbstractEventLoop, Any], None] = lambda loop, held: None,
+) -> None:
+    """Runs `start` on a loop driven by hand (which returns once the tool runs, leaving what it
+    started), closes the loop while the tool's task is pending, drops everything: nothing of
+    the call may stay (the task, its coroutine's objects, the loop held by the bridge, the
+    runtime's tasks), and the tool task's collection is not logged as destroyed while pending
+    (ferroloop gave up on it)."""
+    before = _native._debug_alive_tasks()
+    tools = ToolTasks()
+    loop = asyncio.new_event_loop()
+    try:
+        held = loop.run_until_complete(start(tools))
+        assert len(tools.tasks) == 1 and not next(iter(tools.tasks)).done()
+        before_close(loop, held)
+    finally:
+        loop.close()
+    loop_ref = weakref.ref(loop)
+    del loop, held
+
+    alive, runtime_tasks = settle(lambda: bool(tools.tasks or tools.markers or loop_ref()), before)
+    assert not tools.tasks, f"the tool's task is still alive: {list(tools.tasks)}"
+    assert not tools.markers, "what the tool's coroutine refers to is still alive"
+    assert loop_ref() is None, "the closed event loop is still alive (held by its bridge)"
+    assert not alive and runtime_tasks <= before, f"{runtime_tasks - before} runtime tasks remain"
+    # (A task of the caller's left pending, as the one awaiting a run, is logged: asyncio's rule.)
+    assert not [
+        r.getMessage()
+        for r in caplog.records
+        if "destroyed but it is pending" in r.getMessage() and ".slow()" in r.getMessage()
+    ]
+
+
+@pytest.mark.parametrize("cancelled", [False, True], ids=["running", "cancelled before the close"])
+def test_a_loop_closed_while_a_turn_s_tool_runs_keeps_nothing_of_the_call(
+    caplog: pytest.LogCaptureFixture, cancelled: bool
+) -> None:
+    # `asyncio.run` cancels and awaits the tasks left over; a loop driven by hand and closed
+    # leaves them pending, and asyncio holds them no more. The bridge held the task, and the
+    # call's reply channel (waiting in the bridge for the task's end) held the turn's state,
+    # the executor's tools and so the bridge: the task, its coroutine and the loop stayed for
+    # the process's life, even with the executor and the turn dropped.
+    async def start(tools: ToolTasks) -> object:
+        executor = tools.executor()
+        turn = executor.turn()
+        turn.submit(tool_use("a", "slow"))
+        await tools.wait_started()
+        return executor, turn
+
+    def cancel(loop: asyncio.AbstractEventLoop, held: tuple[ferroloop.ToolExecutor, ferroloop.Turn]) -> None:
+        # The task's cancellation is queued for the stopped loop, and dropped by its close
+        # (with the flag saying a wake-up is queued still set: later work never woke the loop
+        # nor learned it was closed).
+        held[1].cancel()
+        ready: Any = getattr(loop, "_ready")
+        for _ in range(2000):
+            if ready:
+                return
+            time.sleep(0.01)
+        raise AssertionError("the task's cancellation was never queued for the loop")
+
+    closed_with_pending_tool_tasks(start, caplog, cancel if cancelled else lambda loop, held: None)
+
+
+def test_a_loop_closed_while_a_run_awaited_by_a_pending_task_times_its_tool_out_keeps_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A run awaited by a task left pending: its tool times out after the loop closed (or just
+    # before, its answer waiting for a loop that never runs again). The Rust future behind the
+    # run's asyncio future waited for a poll on the closed loop, holding that future, whose
+    # done-callback holds the future's driver: dropped with the loop's last jobs now.
+    async def start(tools: ToolTasks) -> object:
+        executor = tools.executor(timeout=0.2)
+        run = asyncio.ensure_future(executor.run([tool_use("a", "slow")]))
+        await tools.wait_started()
+        return executor, run
+
+    closed_with_pending_tool_tasks(start, caplog)
+
+
+def test_a_loop_closed_while_an_agent_s_python_tool_runs_keeps_nothing_of_the_call(
+    replay: Callable[[dict[str, Any]], ReplayServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    events = anthropic_events([tool_use("toolu_slow", "slow")], stop_reason="tool_use")
+    server = replay({"responses": [{"body": {"events": events}}]})
+
+    async def start(tools: ToolTasks) -> object:
+        client = ferroloop.Client("anthropic", api_key="sk-test", base_url=server.url, from_env=False)
+        agent = ferroloop.Agent(client, model="m", tools=tools.executor())
+        run = agent.run("go")
+        async for event in run:
+            if event["type"] == "tool_started":
+                break
+        await tools.wait_started()
+        return client, agent, run
+
+    closed_with_pending_tool_tasks(start, caplog)
+
+
+def test_a_loop_closed_with_an_idle_executor_keeps_nothing() -> None:
+    before = _native._debug_alive_tasks()
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool
+    async def quick(input: dict[str, Any]) -> str:
+        return "ok"
+
+    loop = asyncio.new_event_loop()
+    try:
+        results = loop.run_until_complete(executor.run([tool_use("a", "quick")]))
+    finally:
+        loop.close()
+    assert [r["content"] for r in results] == ["ok"]
+    loop_ref = weakref.ref(loop)
+    del loop
+    # The executor serves no loop now: it keeps working on another.
+    assert [r["content"] for r in asyncio.run(executor.run([tool_use("b", "quick")]))] == ["ok"]
+    del executor, quick
+    alive, runtime_tasks = settle(lambda: loop_ref() is not None, before)
+    assert not alive, "the closed event loop is still alive (held by its bridge)"
+    assert runtime_tasks <= before
