@@ -698,8 +698,8 @@ impl LoopBridge {
     /// Such a task is not logged as "Task was destroyed but it is pending!" when it is
     /// collected (asyncio's `_log_destroy_pending`, which `run_until_complete` clears for the
     /// task it makes): ferroloop cancelled it (or could not, its loop being closed) and gave
-    /// up on it, and its call's result says what happened. Holding it instead would keep every such task, and what it refers to,
-    /// for the loop's life.
+    /// up on it, and its call's result says what happened. Holding it instead would keep every
+    /// such task, and what it refers to, for the loop's life.
     fn watch(&self, py: Python<'_>, task: &Bound<'_, PyAny>, id: u64, gone: Gone) {
         // Another loop's task type may not have the attribute: it then logs as before.
         let _ = task.setattr(pyo3::intern!(py, "_log_destroy_pending"), false);
