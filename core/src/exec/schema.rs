@@ -845,20 +845,28 @@ fn compile_contains(
     object: &Map<String, Value>,
     path: &str,
 ) -> Result<(Option<u64>, Option<u64>), SchemaError> {
-    let count = |keyword: &str| -> Result<Option<u64>, SchemaError> {
-        let Some(value) = object.get(keyword) else {
-            return Ok(None);
-        };
-        let whole = || value.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0);
-        value
-            .as_u64()
-            .or_else(|| whole().map(|f| f as u64))
-            .map(Some)
-            .ok_or_else(|| {
-                schema_error(path, &format!("`{keyword}` must be a non-negative integer"))
-            })
+    Ok((
+        count_keyword(object, "minContains", path)?,
+        count_keyword(object, "maxContains", path)?,
+    ))
+}
+
+/// A count keyword (`minLength`, `maxItems`, `minContains`, ...): a non-negative integer, where
+/// `2.0` is an integer, as JSON Schema says.
+fn count_keyword(
+    object: &Map<String, Value>,
+    keyword: &str,
+    path: &str,
+) -> Result<Option<u64>, SchemaError> {
+    let Some(value) = object.get(keyword) else {
+        return Ok(None);
     };
-    Ok((count("minContains")?, count("maxContains")?))
+    let whole = || value.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0);
+    value
+        .as_u64()
+        .or_else(|| whole().map(|f| f as u64))
+        .map(Some)
+        .ok_or_else(|| schema_error(path, &format!("`{keyword}` must be a non-negative integer")))
 }
 
 fn string_list(value: &Value) -> Option<Vec<String>> {
@@ -1066,20 +1074,7 @@ fn compile_bounds(object: &Map<String, Value>, path: &str) -> Result<Option<Boun
             Some(_) => Err(schema_error(path, &format!("`{keyword}` must be a number"))),
         }
     };
-    let count = |keyword: &str| -> Result<Option<u64>, SchemaError> {
-        let Some(value) = object.get(keyword) else {
-            return Ok(None);
-        };
-        // `2.0` is an integer in JSON Schema.
-        let whole = || value.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0);
-        value
-            .as_u64()
-            .or_else(|| whole().map(|f| f as u64))
-            .map(Some)
-            .ok_or_else(|| {
-                schema_error(path, &format!("`{keyword}` must be a non-negative integer"))
-            })
-    };
+    let count = |keyword: &str| count_keyword(object, keyword, path);
     // `exclusiveMinimum` is a number (draft-06 on) or, in draft-04, a boolean that makes
     // `minimum` exclusive.
     let bound = |inclusive: &str, exclusive: &str, lower: bool| {
