@@ -772,6 +772,15 @@ const REQUEST_KEYS: &[&str] = &[
     "title",
     "context",
     "citations",
+    // OpenAI Responses: the body's `input` and `instructions`, its items' fields.
+    "instructions",
+    "functions",
+    "call_id",
+    "output",
+    "summary",
+    "encrypted_content",
+    "file_data",
+    "filename",
 ];
 
 const REQUEST_STRINGS: &[&str] = &[
@@ -799,6 +808,15 @@ const REQUEST_STRINGS: &[&str] = &[
     "image/png",
     "Hello, world. 你好世界 😀",
     "",
+    // OpenAI Responses item and part types.
+    "message",
+    "input_text",
+    "output_text",
+    "input_file",
+    "function_call",
+    "function_call_output",
+    "reasoning",
+    "summary_text",
 ];
 
 const REQUEST_VOCAB: Vocab = Vocab {
@@ -862,17 +880,36 @@ pub fn check_request_estimate(data: &[u8]) {
     let value = match serde_json::from_slice::<Value>(data) {
         Ok(value) => value,
         Err(_) => {
+            // A Messages or Chat Completions body (`messages`, `system`, `tools`), or an
+            // OpenAI Responses one (`input` as items or a string, `instructions`, `tools` or
+            // the legacy `functions`), by the first byte.
             let mut c = Choices { data, pos: 0 };
+            let responses = c.byte() % 3 == 0;
             let mut body = Map::new();
-            let messages = (0..c.byte() % 4)
+            let messages: Vec<Value> = (0..c.byte() % 4)
                 .map(|_| gen_value_in(&mut c, 1, &REQUEST_VOCAB))
                 .collect();
-            body.insert("messages".to_owned(), Value::Array(messages));
+            let (messages_key, system_key) = if responses {
+                ("input", "instructions")
+            } else {
+                ("messages", "system")
+            };
+            let messages = if responses && c.byte() % 4 == 0 {
+                Value::from(c.pick(REQUEST_STRINGS))
+            } else {
+                Value::Array(messages)
+            };
+            body.insert(messages_key.to_owned(), messages);
             if c.byte() % 2 == 0 {
-                body.insert("system".to_owned(), gen_value_in(&mut c, 2, &REQUEST_VOCAB));
+                body.insert(system_key.to_owned(), gen_value_in(&mut c, 2, &REQUEST_VOCAB));
             }
             if c.byte() % 2 == 0 {
-                body.insert("tools".to_owned(), gen_value_in(&mut c, 2, &REQUEST_VOCAB));
+                let tools_key = if responses && c.byte() % 2 == 0 {
+                    "functions"
+                } else {
+                    "tools"
+                };
+                body.insert(tools_key.to_owned(), gen_value_in(&mut c, 2, &REQUEST_VOCAB));
             }
             Value::Object(body)
         }
