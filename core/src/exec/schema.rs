@@ -1302,15 +1302,7 @@ fn distance(schema: &InputSchema, node: &Node, value: &Value) -> Option<usize> {
             return None;
         }
         // A `const` or `enum` missed is a strong sign of the wrong alternative (a tag).
-        if checks
-            .allowed
-            .as_ref()
-            .is_some_and(|allowed| !is_member(allowed, value))
-            || checks
-                .constant
-                .as_ref()
-                .is_some_and(|c| !json_equal(c, value))
-        {
+        if checks.misses_enum_or_const(value) {
             total += 10;
         }
         if checks
@@ -1335,15 +1327,7 @@ fn distance(schema: &InputSchema, node: &Node, value: &Value) -> Option<usize> {
                 if property.types.is_some_and(|types| !types.accepts(value)) {
                     total += 1;
                 }
-                if property
-                    .allowed
-                    .as_ref()
-                    .is_some_and(|allowed| !is_member(allowed, value))
-                    || property
-                        .constant
-                        .as_ref()
-                        .is_some_and(|c| !json_equal(c, value))
-                {
+                if property.misses_enum_or_const(value) {
                     total += 10;
                 }
             }
@@ -1432,18 +1416,7 @@ impl InputSchema {
         if checks.types.is_some_and(|types| !types.accepts(value)) {
             return false;
         }
-        if checks
-            .allowed
-            .as_ref()
-            .is_some_and(|allowed| !is_member(allowed, value))
-        {
-            return false;
-        }
-        if checks
-            .constant
-            .as_ref()
-            .is_some_and(|constant| !json_equal(constant, value))
-        {
+        if checks.misses_enum_or_const(value) {
             return false;
         }
         if checks
@@ -1958,6 +1931,19 @@ fn report_own(checks: &Checks, value: &Value, path: &str, violations: &mut Vec<V
 }
 
 /// Whether `value` is one of `allowed` (JSON Schema equality, see [`json_equal`]).
+impl Checks {
+    /// `value` is not in the `enum`, or is not the `const`.
+    fn misses_enum_or_const(&self, value: &Value) -> bool {
+        self.allowed
+            .as_ref()
+            .is_some_and(|allowed| !is_member(allowed, value))
+            || self
+                .constant
+                .as_ref()
+                .is_some_and(|constant| !json_equal(constant, value))
+    }
+}
+
 fn is_member(allowed: &[Value], value: &Value) -> bool {
     allowed.iter().any(|member| json_equal(member, value))
 }
